@@ -1,0 +1,1 @@
+"""Subcommands of the ``atoll`` CLI, one module each."""

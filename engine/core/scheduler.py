@@ -1,0 +1,323 @@
+"""The scheduling engine: changes in, decisions out, one pure synchronous cycle at a time.
+
+A cycle serves queues in the order of their current ``atoll_queue_order`` keys (a
+heap, re-keyed lazily after each admission so fair share is exact) and, inside a
+queue, jobs in the order of their ``atoll_job_order`` keys (computed once, at
+enqueue). Each examined job runs admit → place; an admission is booked at once so
+the rest of the cycle sees the reduced capacity and queue headroom.
+
+Work per cycle is O(changes): a job refused at capacity epoch E is re-examined only
+when new capacity appears (the epoch moves), when its own retry time comes, or when
+it changes. Otherwise only newly arrived jobs are looked at.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from typing import Iterable, Optional
+
+from sortedcontainers import SortedList
+
+from engine.core.state import FleetState
+from engine.model import (Admission, Cluster, CycleResult, Failure, Job, JobState, Placement, Queue, Recovery,
+                          Refusal)
+from engine.pipeline import Pipeline, join_keys
+from engine.resources import fits, format_resources, shortfall
+
+_IndexEntry = tuple[tuple, int, str]
+
+
+class Engine:
+    """Owns a FleetState and a Pipeline; adapters call its methods and carry out CycleResults."""
+
+    def __init__(self, pipeline: Pipeline, state: Optional[FleetState] = None) -> None:
+        self.pipeline = pipeline
+        self.state = state or FleetState()
+        self._pending: dict[str, SortedList] = {}      # queue name -> pending jobs in order
+        self._dirty: set[str] = set()                  # job ids to examine next cycle
+        self._timers: list[tuple[float, str]] = []     # (time, job id) retries and backoffs
+        self._seq = itertools.count()
+        self._epoch_seen = -1                          # capacity epoch of the last full cycle
+        self._admissions = 0                           # bumps invalidate cached queue keys
+        self._queue_keys: dict[str, tuple[int, tuple]] = {}
+
+    # -- policy ----------------------------------------------------------------------
+    def set_pipeline(self, pipeline: Pipeline) -> None:
+        """Switch policy: every waiting or rejected job is enqueued and keyed again."""
+        self.pipeline = pipeline
+        self._pending.clear()
+        self._queue_keys.clear()
+        for job in self.state.jobs.values():
+            if job.state in (JobState.PENDING, JobState.REJECTED):
+                job.state = JobState.PENDING
+                self._enqueue(job)
+        self._epoch_seen = -1
+
+    # -- cluster and queue changes ------------------------------------------------
+    def upsert_cluster(self, cluster: Cluster) -> None:
+        self.state.upsert_cluster(cluster)
+
+    def remove_cluster(self, name: str) -> None:
+        self.state.remove_cluster(name)
+
+    def upsert_queue(self, queue: Queue) -> None:
+        self.state.upsert_queue(queue)
+        self._queue_keys.pop(queue.name, None)
+
+    def remove_queue(self, name: str) -> None:
+        self.state.remove_queue(name)
+
+    # -- job lifecycle -------------------------------------------------------------
+    def submit(self, job: Job) -> Optional[Refusal]:
+        """A new job. Returns the enqueue Refusal if it was rejected (it is kept as Rejected)."""
+        if job.id in self.state.jobs:
+            raise ValueError(f"job {job.id} already exists; use update_job")
+        job.seq = next(self._seq)
+        job.state = JobState.PENDING
+        self.state.jobs[job.id] = job
+        return self._enqueue(job)
+
+    def update_job(self, job: Job) -> None:
+        """The job's spec changed (same id). Waiting jobs are re-keyed; admitted ones re-charged,
+        so a scale-up after admission is counted against quota and capacity."""
+        old = self.state.jobs[job.id]
+        for name in ("state", "attempts", "excluded_clusters", "not_before", "pending_reason", "placement",
+                     "admitted_at", "seq", "blocked_epoch"):
+            setattr(job, name, getattr(old, name))
+        job.generation = old.generation + 1
+        if old.state.holds_resources:
+            self.state.release(old)
+            job.placement = _rescale(old.placement or {}, job)
+            self.state.hold(job)
+            self.state.jobs[job.id] = job
+            return
+        self._unindex(old)
+        self.state.jobs[job.id] = job
+        if job.state in (JobState.PENDING, JobState.REJECTED):
+            job.state = JobState.PENDING
+            self._enqueue(job)
+
+    def remove_job(self, job_id: str) -> None:
+        job = self.state.jobs.pop(job_id, None)
+        if job is None:
+            return
+        self.state.release(job)
+        self._unindex(job)
+        self._dirty.discard(job_id)
+
+    def started(self, job_id: str, now: float) -> None:
+        job = self.state.jobs.get(job_id)
+        if job is not None and job.state is JobState.ADMITTED:
+            job.state = JobState.RUNNING
+            self.state.mark_started(job, now)
+
+    def finished(self, job_id: str, succeeded: bool = True) -> None:
+        job = self.state.jobs.get(job_id)
+        if job is None or job.state.finished:
+            return
+        self.state.release(job)
+        self._unindex(job)
+        job.state = JobState.SUCCEEDED if succeeded else JobState.FAILED
+
+    def fail(self, job_id: str, failure: Failure, now: float) -> Recovery:
+        """A failure signal: release what the job held and let the recover stage decide."""
+        job = self.state.jobs[job_id]
+        self.state.release(job)
+        self._unindex(job)
+        recovery = self.pipeline.recover(job=job, failure=failure, state=self.state, now=now)
+        if recovery is None:
+            recovery = Recovery(requeue=False, reason=f"{failure.kind.value}: {failure.message or 'failed'}; "
+                                                      "no recover plugin requeued it")
+        if recovery.requeue:
+            job.state = JobState.PENDING
+            job.placement = None
+            job.excluded_clusters |= set(recovery.exclude_clusters)
+            job.not_before = now + recovery.delay
+            job.pending_reason = recovery.reason
+            self._enqueue(job)
+        else:
+            job.state = JobState.FAILED
+            job.pending_reason = recovery.reason
+        return recovery
+
+    # -- the cycle -------------------------------------------------------------------
+    def cycle(self, now: float) -> CycleResult:
+        state = self.state
+        state.now = now
+        self._fire_timers(now)
+        full = state.capacity_epoch != self._epoch_seen
+        self._epoch_seen = state.capacity_epoch
+        result = CycleResult(full=full)
+        self.pipeline.cycle_start(state=state, now=now)
+        self._queue_keys.clear()
+        cursors = self._candidates(full)
+        self._dirty.clear()
+        heap: list[tuple[tuple, str]] = [(self._queue_key(name), name) for name in cursors]
+        heapq.heapify(heap)
+        while heap:
+            key, name = heapq.heappop(heap)
+            fresh = self._queue_key(name)
+            if fresh != key:                      # usage changed since pushed: re-queue lazily
+                heapq.heappush(heap, (fresh, name))
+                continue
+            job = next(cursors[name], None)
+            if job is None:
+                continue
+            result.examined += 1
+            self._examine(job, now, result)
+            heapq.heappush(heap, (self._queue_key(name), name))
+        return result
+
+    def _candidates(self, full: bool) -> dict[str, Iterable[Job]]:
+        jobs = self.state.jobs
+        if full:
+            return {q: iter([jobs[e[2]] for e in entries]) for q, entries in self._pending.items() if entries}
+        by_queue: dict[str, list[Job]] = {}
+        for job_id in self._dirty:
+            job = jobs.get(job_id)
+            if job is not None and job.state is JobState.PENDING:
+                by_queue.setdefault(job.queue, []).append(job)
+        return {q: iter(sorted(js, key=lambda j: (j.sort_key, j.seq))) for q, js in by_queue.items()}
+
+    def _queue_key(self, name: str) -> tuple:
+        cached = self._queue_keys.get(name)
+        if cached is not None and cached[0] == self._admissions:
+            return cached[1]
+        queue = self.state.queues.get(name)
+        key = join_keys(self.pipeline.queue_order(queue=queue, state=self.state)) if queue else ()
+        key = (0 if queue else 1, key, name)    # unknown queues last; name breaks ties deterministically
+        self._queue_keys[name] = (self._admissions, key)
+        return key
+
+    def _examine(self, job: Job, now: float, result: CycleResult) -> None:
+        state = self.state
+        if job.not_before > now:
+            self._block(job, Refusal(f"backing off after failure until t={job.not_before:g}", "engine",
+                                     retry_at=job.not_before), result)
+            return
+        if job.queue not in state.queues:
+            self._block(job, Refusal(f"queue {job.queue!r} does not exist", "engine"), result)
+            return
+        refusal = self.pipeline.admit(job=job, state=state)
+        if refusal is not None:
+            self._block(job, refusal, result)
+            return
+        decided = self._place(job)
+        if isinstance(decided, Refusal):
+            self._block(job, decided, result)
+            return
+        job.state = JobState.ADMITTED
+        job.placement = decided
+        job.admitted_at = now
+        job.attempts += 1
+        job.pending_reason = ""
+        self._unindex(job)
+        state.hold(job)
+        self._admissions += 1
+        result.admitted.append(Admission(job.id, job.queue, decided, now))
+
+    def _place(self, job: Job) -> Placement | Refusal:
+        state = self.state
+        candidates = [c for c in state.clusters.values() if c.ready and c.name not in job.excluded_clusters]
+        if not candidates:
+            excluded = f" (excluded after failures: {', '.join(sorted(job.excluded_clusters))})" \
+                if job.excluded_clusters else ""
+            return Refusal(f"no ready cluster{excluded}", "engine")
+        if self.pipeline.has_filter:
+            reasons: dict[str, str] = {}
+            for part in self.pipeline.filter(job=job, clusters=candidates, state=state):
+                reasons.update(part)
+            if reasons:
+                candidates = [c for c in candidates if c.name not in reasons]
+            if not candidates:
+                return Refusal("no cluster fits: " + _summarise(reasons), "place")
+        if self.pipeline.has_score and len(candidates) > 1:
+            scores: dict[str, int] = {}
+            for part in self.pipeline.score(job=job, clusters=candidates, state=state):
+                for cluster, value in part.items():
+                    scores[cluster] = scores.get(cluster, 0) + value
+            candidates.sort(key=lambda c: (-scores.get(c.name, 0), c.name))
+        decided = self.pipeline.place(job=job, clusters=candidates, state=state)
+        if decided is not None:
+            return decided
+        demand = job.demand
+        for cluster in candidates:
+            if fits(demand, state.free(cluster.name)):
+                return {cluster.name: {t.name: t.replicas for t in job.tasks if t.replicas}}
+        best = min(candidates, key=lambda c: (len(shortfall(demand, state.free(c.name))), c.name))
+        return Refusal(f"no ready cluster has room for the whole job ({format_resources(demand)}); "
+                       f"{best.name} lacks {format_resources(shortfall(demand, state.free(best.name)))}", "engine")
+
+    def _block(self, job: Job, refusal: Refusal, result: CycleResult) -> None:
+        job.blocked_epoch = self.state.capacity_epoch
+        if refusal.reason != job.pending_reason:
+            job.pending_reason = refusal.reason
+            result.reasons[job.id] = refusal.reason
+        if refusal.retry_at is not None:
+            heapq.heappush(self._timers, (refusal.retry_at, job.id))
+
+    # -- pending index ----------------------------------------------------------------
+    def _enqueue(self, job: Job) -> Optional[Refusal]:
+        refusal = self.pipeline.enqueue(job=job, state=self.state)
+        if refusal is not None:
+            job.state = JobState.REJECTED
+            job.pending_reason = refusal.reason
+            return refusal
+        job.sort_key = join_keys(self.pipeline.job_order(job=job, state=self.state))
+        self._pending.setdefault(job.queue, SortedList()).add((job.sort_key, job.seq, job.id))
+        self._dirty.add(job.id)
+        if job.not_before > self.state.now:
+            heapq.heappush(self._timers, (job.not_before, job.id))
+        return None
+
+    def _unindex(self, job: Job) -> None:
+        entries = self._pending.get(job.queue)
+        if entries is not None:
+            entries.discard((job.sort_key, job.seq, job.id))
+
+    def _fire_timers(self, now: float) -> None:
+        while self._timers and self._timers[0][0] <= now:
+            _, job_id = heapq.heappop(self._timers)
+            self._dirty.add(job_id)
+
+    def next_timer(self) -> Optional[float]:
+        """When the next retry or backoff ends (for adapters that sleep between cycles)."""
+        return self._timers[0][0] if self._timers else None
+
+    # -- visibility --------------------------------------------------------------------
+    def pending_count(self, queue: Optional[str] = None) -> int:
+        if queue is not None:
+            return len(self._pending.get(queue, ()))
+        return sum(len(entries) for entries in self._pending.values())
+
+    def explain(self, job_id: str) -> str:
+        job = self.state.jobs.get(job_id)
+        if job is None:
+            return f"job {job_id} is not known to the engine"
+        lines = [f"job {job.id}: {job.state.value} in queue {job.queue} (priority {job.priority}, "
+                 f"attempts {job.attempts})", f"demand: {format_resources(job.demand)}"]
+        if job.pending_reason:
+            lines.append(f"reason: {job.pending_reason}")
+        if job.placement:
+            lines.append("placement: " + ", ".join(f"{c}: {p}" for c, p in sorted(job.placement.items())))
+        if job.excluded_clusters:
+            lines.append("avoids: " + ", ".join(sorted(job.excluded_clusters)))
+        return "\n".join(lines)
+
+
+def _summarise(reasons: dict[str, str], limit: int = 3) -> str:
+    items = [f"{name}: {why}" for name, why in sorted(reasons.items())[:limit]]
+    more = len(reasons) - limit
+    return "; ".join(items) + (f"; and {more} more" if more > 0 else "")
+
+
+def _rescale(placement: Placement, job: Job) -> Placement:
+    """Keep an admitted job's placement consistent with a changed replica count."""
+    out: Placement = {c: dict(p) for c, p in placement.items()}
+    first = next(iter(out), None)
+    for task in job.tasks:
+        placed = sum(p.get(task.name, 0) for p in out.values())
+        if placed != task.replicas and first is not None:
+            out[first][task.name] = max(0, out[first].get(task.name, 0) + task.replicas - placed)
+    return out

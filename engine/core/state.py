@@ -1,0 +1,178 @@
+"""FleetState: the engine's cache of clusters, queues and jobs, with exact accounting.
+
+Free capacity of a cluster is what Karmada last reported (allocatable - allocated -
+allocating) minus the engine's own *in-flight* reservations: jobs it admitted whose
+pods the last status report could not yet include. A reservation is dropped once a
+status report newer than the job's start arrives, so nothing is double-booked and
+nothing stays booked forever.
+
+``capacity_epoch`` grows whenever capacity may have been freed (a job released, a
+cluster grew or came back, a queue was edited). A job refused at epoch E is not
+re-examined until the epoch moves on: that is what makes a cycle O(changes).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator, Optional
+
+from engine.model import Cluster, Job, JobState, Queue
+from engine.resources import Resources, add_into, clamp_nonnegative, sub
+
+
+class FleetState:
+    def __init__(self) -> None:
+        self.clusters: dict[str, Cluster] = {}
+        self.queues: dict[str, Queue] = {}
+        self.jobs: dict[str, Job] = {}
+        self.capacity_epoch = 0
+        self.now = 0.0
+        # cluster -> job id -> (reserved resources, started_at or None)
+        self._inflight: dict[str, dict[str, tuple[Resources, Optional[float]]]] = {}
+        self._free: dict[str, Resources] = {}
+        self._fleet_free: Optional[Resources] = None
+        self._fleet_allocatable: Optional[Resources] = None
+        self._children: Optional[dict[str, list[str]]] = None
+
+    # -- capacity views ----------------------------------------------------------
+    def free(self, cluster: str) -> Resources:
+        """Schedulable capacity of a cluster now, in-flight admissions included. Do not mutate."""
+        cached = self._free.get(cluster)
+        if cached is None:
+            c = self.clusters[cluster]
+            free = sub(sub(c.allocatable, c.allocated), c.allocating)
+            for reserved, _ in self._inflight.get(cluster, {}).values():
+                add_into(free, reserved, -1)
+            cached = self._free[cluster] = clamp_nonnegative(free)
+        return cached
+
+    def ready_clusters(self) -> Iterator[Cluster]:
+        return (c for c in self.clusters.values() if c.ready)
+
+    @property
+    def fleet_allocatable(self) -> Resources:
+        """Sum of allocatable over ready clusters: the DRF denominator."""
+        if self._fleet_allocatable is None:
+            total: Resources = {}
+            for c in self.ready_clusters():
+                add_into(total, c.allocatable)
+            self._fleet_allocatable = total
+        return self._fleet_allocatable
+
+    @property
+    def fleet_free(self) -> Resources:
+        if self._fleet_free is None:
+            total: Resources = {}
+            for c in self.ready_clusters():
+                add_into(total, self.free(c.name))
+            self._fleet_free = total
+        return self._fleet_free
+
+    def inflight(self, cluster: str) -> dict[str, tuple[Resources, Optional[float]]]:
+        return self._inflight.get(cluster, {})
+
+    # -- clusters ------------------------------------------------------------------
+    def upsert_cluster(self, cluster: Cluster) -> None:
+        """Add or refresh a cluster from a status report."""
+        old = self.clusters.get(cluster.name)
+        old_free = dict(self.free(old.name)) if old is not None else None
+        if old is not None and old is not cluster:
+            cluster.generation = old.generation + 1
+        self.clusters[cluster.name] = cluster
+        flights = self._inflight.get(cluster.name)
+        if flights:
+            for job_id in [j for j, (_, started) in flights.items() if started is not None and started < cluster.status_time]:
+                del flights[job_id]
+        self._invalidate(cluster.name)
+        if old is None or old_free is None:
+            grew = True
+        else:
+            grew = ((cluster.ready and not old.ready) or old.labels != cluster.labels
+                    or any(v > old_free.get(k, 0) for k, v in self.free(cluster.name).items()))
+        if grew:
+            self.capacity_epoch += 1
+
+    def remove_cluster(self, name: str) -> None:
+        self.clusters.pop(name, None)
+        self._inflight.pop(name, None)
+        self._invalidate(name)
+
+    def _invalidate(self, cluster: str) -> None:
+        self._free.pop(cluster, None)
+        self._fleet_free = None
+        self._fleet_allocatable = None
+
+    # -- queues ----------------------------------------------------------------------
+    def upsert_queue(self, queue: Queue) -> None:
+        old = self.queues.get(queue.name)
+        if old is not None:
+            queue.allocated = old.allocated
+            queue.generation = old.generation + 1
+        self.queues[queue.name] = queue
+        self._children = None
+        self.capacity_epoch += 1
+
+    def remove_queue(self, name: str) -> None:
+        self.queues.pop(name, None)
+        self._children = None
+        self.capacity_epoch += 1
+
+    def children(self, queue: Optional[str]) -> list[str]:
+        """Child queue names of ``queue`` (None: the roots)."""
+        if self._children is None:
+            kids: dict[str, list[str]] = {}
+            for q in self.queues.values():
+                parent = q.parent if q.parent in self.queues else ""
+                kids.setdefault(parent or "", []).append(q.name)
+            self._children = kids
+        return self._children.get(queue or "", [])
+
+    def ancestors(self, queue: str) -> list[Queue]:
+        """The queue's parents, nearest first (cycles in bad input are cut)."""
+        out: list[Queue] = []
+        seen = {queue}
+        q = self.queues.get(queue)
+        while q is not None and q.parent and q.parent not in seen and q.parent in self.queues:
+            seen.add(q.parent)
+            q = self.queues[q.parent]
+            out.append(q)
+        return out
+
+    def _charge(self, queue: str, demand: Resources, sign: int) -> None:
+        """Queue usage is kept for the queue and every ancestor (hierarchical quota)."""
+        q = self.queues.get(queue)
+        if q is None:
+            return
+        add_into(q.allocated, demand, sign)
+        for parent in self.ancestors(queue):
+            add_into(parent.allocated, demand, sign)
+
+    # -- jobs ------------------------------------------------------------------------
+    def hold(self, job: Job) -> None:
+        """Book an admitted job: queue usage and in-flight reservations on its clusters."""
+        self._charge(job.queue, job.demand, +1)
+        for cluster in job.placement or {}:
+            if cluster in self.clusters:
+                self._inflight.setdefault(cluster, {})[job.id] = (job.placed_demand(cluster), None)
+                self._invalidate(cluster)
+
+    def release(self, job: Job) -> None:
+        """Undo ``hold``: the job finished, failed, or was deleted. Frees capacity."""
+        if not job.state.holds_resources:
+            return
+        self._charge(job.queue, job.demand, -1)
+        for cluster in job.placement or {}:
+            flights = self._inflight.get(cluster)
+            if flights and flights.pop(job.id, None) is not None:
+                self._invalidate(cluster)
+        self.capacity_epoch += 1
+
+    def mark_started(self, job: Job, at: float) -> None:
+        """The job's pods exist in its members: the next newer status report includes them."""
+        for cluster in job.placement or {}:
+            flights = self._inflight.get(cluster)
+            if flights and job.id in flights:
+                reserved, _ = flights[job.id]
+                flights[job.id] = (reserved, at)
+
+    def pending_jobs(self) -> Iterable[Job]:
+        return (j for j in self.jobs.values() if j.state is JobState.PENDING)

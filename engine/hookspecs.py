@@ -1,0 +1,109 @@
+"""The one contract between Atoll's engine and its plugins, built-in or pip-installed.
+
+Modelled on pytest's ``hookspec.py``. Two kinds of hooks:
+
+* **Discovery** (``DiscoverySpecs``): a plugin *module* (built-in ``plugins`` or a
+  package registered under the ``atoll.plugins`` entry-point group) implements
+  ``atoll_plugin_classes`` to announce its ``engine.plugin.Plugin`` subclasses.
+* **Stage hooks** (``StageSpecs``): implemented as methods of a ``Plugin`` instance.
+  A policy lists plugins per stage; the engine registers each instance only in the
+  stages it is listed in and calls them in the policy's order. A plugin listed in
+  ``admit`` but not in ``order`` never has its order hooks called.
+
+All calls pass keyword arguments; an implementation may accept any subset of the
+documented arguments (pluggy matches them by name). Hooks marked *stops at the first
+non-None result* are ``firstresult`` hooks: the first plugin (in policy order) that
+returns something decides. The other hooks collect every plugin's result in policy
+order. Hooks run on the engine's hot path: keep them free of I/O; cache anything that
+costs more than a few microseconds on the job/cluster ``generation``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+import pluggy
+
+if TYPE_CHECKING:
+    from engine.core.state import FleetState
+    from engine.model import Cluster, Failure, Job, Placement, Queue, Recovery, Refusal
+    from engine.plugin import Plugin
+
+PROJECT = "atoll"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+STAGES = ("enqueue", "order", "admit", "place", "recover")
+
+SortKey = Union[int, float, str, tuple[Any, ...]]
+
+
+class DiscoverySpecs:
+    """Hooks of plugin modules (entry points), called once at start-up."""
+
+    @hookspec
+    def atoll_plugin_classes(self) -> list[type["Plugin"]]:
+        """Return the Plugin classes this module provides. Names must be unique fleet-wide."""
+        raise NotImplementedError
+
+
+class StageSpecs:
+    """Hooks of Plugin instances, grouped by pipeline stage."""
+
+    # -- any stage -------------------------------------------------------------
+    @hookspec
+    def atoll_cycle_start(self, state: "FleetState", now: float) -> None:
+        """A scheduling cycle begins (called for every plugin of the policy). Reset per-cycle counters here."""
+
+    # -- enqueue ---------------------------------------------------------------
+    @hookspec(firstresult=True)
+    def atoll_enqueue(self, job: "Job", state: "FleetState") -> Optional["Refusal"]:
+        """A job arrived or changed. May set ``job.queue`` / ``job.priority``; return a Refusal
+        to reject it (it is kept, as Rejected, with the reason). Stops at the first non-None result."""
+
+    # -- order -----------------------------------------------------------------
+    @hookspec
+    def atoll_job_order(self, job: "Job", state: "FleetState") -> SortKey:
+        """Sort key of a job inside its queue (smaller first). Keys of all order plugins are
+        joined in policy order. Called when the job is enqueued or changes, never per comparison.
+        Must not return None."""
+        raise NotImplementedError
+
+    @hookspec
+    def atoll_queue_order(self, queue: "Queue", state: "FleetState") -> SortKey:
+        """Sort key of a queue (smaller is served first). Called when the queue's usage or spec
+        changes (after each admission from it), so fair-share keys stay current. Must not return None."""
+        raise NotImplementedError
+
+    # -- admit -----------------------------------------------------------------
+    @hookspec(firstresult=True)
+    def atoll_admit(self, job: "Job", state: "FleetState") -> Optional["Refusal"]:
+        """May this job take capacity now? Return a Refusal with a human reason to keep it pending.
+        Every admit plugin must agree: stops at the first Refusal."""
+
+    # -- place -----------------------------------------------------------------
+    @hookspec
+    def atoll_filter(self, job: "Job", clusters: list["Cluster"], state: "FleetState") -> dict[str, str]:
+        """Return {cluster name: reason} for the clusters this job must not use. Called once per
+        job with every candidate (not once per cluster)."""
+        raise NotImplementedError
+
+    @hookspec
+    def atoll_score(self, job: "Job", clusters: list["Cluster"], state: "FleetState") -> dict[str, int]:
+        """Return {cluster name: score}; scores of all score plugins are summed, higher is preferred."""
+        raise NotImplementedError
+
+    @hookspec(firstresult=True)
+    def atoll_place(
+        self, job: "Job", clusters: list["Cluster"], state: "FleetState"
+    ) -> Union["Placement", "Refusal", None]:
+        """Choose replicas per cluster from ``clusters`` (feasible ones, best score first).
+        Return a Placement, a Refusal (the job stays pending), or None to let the next plugin
+        decide. If no plugin decides, the engine puts the whole job in the first cluster where
+        all of it fits. Stops at the first non-None result."""
+
+    # -- recover ---------------------------------------------------------------
+    @hookspec(firstresult=True)
+    def atoll_recover(self, job: "Job", failure: "Failure", state: "FleetState", now: float) -> Optional["Recovery"]:
+        """The job failed (see FailureKind). Decide: requeue (delay, clusters to avoid) or give up.
+        If no plugin decides, the job is given up as Failed. Stops at the first non-None result."""

@@ -1,0 +1,196 @@
+"""The engine's data model: clusters, queues, jobs, and the decisions made about them.
+
+These are plain mutable objects owned by the engine's state (``engine.core.state``).
+Adapters build them from scenario files or Kubernetes objects; plugins read them.
+Every amount is an exact integer (see ``engine.resources``).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from engine.resources import Resources, add_into, scale
+
+Placement = dict[str, dict[str, int]]
+"""cluster name -> task name -> replicas placed there."""
+
+
+class JobState(str, enum.Enum):
+    PENDING = "Pending"        # queued, waiting for admission (or in backoff)
+    REJECTED = "Rejected"      # refused at enqueue; kept and visible, never silently dropped
+    ADMITTED = "Admitted"      # admitted and placed; resources reserved until it ends
+    RUNNING = "Running"        # the adapter saw it start
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"          # gave up (recover stage decided so)
+
+    @property
+    def holds_resources(self) -> bool:
+        return self in (JobState.ADMITTED, JobState.RUNNING)
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.FAILED)
+
+
+@dataclass
+class Task:
+    """One pod template of a job: ``replicas`` pods, ``min_available`` of which must start together."""
+
+    name: str
+    replicas: int
+    min_available: int
+    resources: Resources            # per replica
+
+    @property
+    def demand(self) -> Resources:
+        return scale(self.resources, self.replicas)
+
+    @property
+    def min_demand(self) -> Resources:
+        return scale(self.resources, self.min_available)
+
+
+@dataclass(eq=False)
+class Job:
+    """A workload waiting for (or holding) fleet capacity: one ResourceBinding in Karmada."""
+
+    id: str                         # unique key, e.g. "ns/name" (adapters choose; stable for its life)
+    name: str
+    namespace: str = "default"
+    kind: str = "Job"
+    queue: str = "default"
+    priority: int = 0
+    priority_class: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    submit_time: float = 0.0
+    tasks: list[Task] = field(default_factory=list)
+    # --- owned by the engine -------------------------------------------------
+    state: JobState = JobState.PENDING
+    attempts: int = 0               # admissions so far
+    excluded_clusters: set[str] = field(default_factory=set)
+    not_before: float = 0.0         # backoff: not admitted before this time
+    pending_reason: str = ""
+    placement: Optional[Placement] = None
+    admitted_at: Optional[float] = None
+    generation: int = 0             # bumped on every spec change: invalidates cached CEL results
+    seq: int = 0                    # arrival order, the final FIFO tie-breaker
+    sort_key: tuple[Any, ...] = ()
+    blocked_epoch: int = -1         # capacity epoch at which it was last refused (see core.state)
+
+    @property
+    def demand(self) -> Resources:
+        """All replicas of all tasks: what the job holds once admitted."""
+        total: Resources = {}
+        for task in self.tasks:
+            add_into(total, task.demand)
+        return total
+
+    @property
+    def min_demand(self) -> Resources:
+        """minAvailable of every task: the smallest gang that can start."""
+        total: Resources = {}
+        for task in self.tasks:
+            add_into(total, task.min_demand)
+        return total
+
+    def placed_demand(self, cluster: str) -> Resources:
+        """Resources this job's placement puts on ``cluster``."""
+        out: Resources = {}
+        if self.placement and cluster in self.placement:
+            by_task = {t.name: t for t in self.tasks}
+            for task_name, replicas in self.placement[cluster].items():
+                task = by_task.get(task_name)
+                if task is not None:
+                    add_into(out, scale(task.resources, replicas))
+        return out
+
+
+@dataclass(eq=False)
+class Cluster:
+    """A member cluster as Karmada reports it (Cluster.status.resourceSummary)."""
+
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    ready: bool = True
+    allocatable: Resources = field(default_factory=dict)
+    allocated: Resources = field(default_factory=dict)
+    allocating: Resources = field(default_factory=dict)
+    status_time: float = 0.0        # when this summary was observed
+    generation: int = 0
+
+
+@dataclass(eq=False)
+class Queue:
+    """A queue with Volcano's Queue semantics, so Volcano queues map 1:1."""
+
+    name: str
+    parent: Optional[str] = None
+    weight: int = 1
+    priority: int = 0
+    open: bool = True
+    capability: Optional[Resources] = None   # max; resources not listed are unlimited
+    guarantee: Resources = field(default_factory=dict)   # min, protected from other queues
+    deserved: Optional[Resources] = None
+    labels: dict[str, str] = field(default_factory=dict)
+    # --- owned by the engine -------------------------------------------------
+    allocated: Resources = field(default_factory=dict)   # demand of its admitted, unfinished jobs
+    generation: int = 0
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a plugin said no. ``reason`` is shown to users verbatim (events, explain).
+
+    ``retry_at`` marks a time-dependent refusal: the job is re-examined then even if
+    no capacity was freed. Without it, the engine re-examines the job only after
+    something that could make it fit changes (capacity freed, queue edited, policy).
+    """
+
+    reason: str
+    plugin: str = ""
+    retry_at: Optional[float] = None
+
+
+class FailureKind(str, enum.Enum):
+    JOB_FAILED = "JobFailed"              # the workload failed in its member
+    CLUSTER_LOST = "ClusterLost"          # its cluster became NotReady or was removed
+    UNSCHEDULABLE = "Unschedulable"       # resumed, but could not be placed / started
+    DEADLINE = "DeadlineExceeded"         # not all started within its deadline
+
+
+@dataclass(frozen=True)
+class Failure:
+    kind: FailureKind
+    cluster: Optional[str] = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What the recover stage decided: requeue (after a delay, avoiding clusters) or give up."""
+
+    requeue: bool
+    delay: float = 0.0
+    exclude_clusters: frozenset[str] = frozenset()
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Admission:
+    job_id: str
+    queue: str
+    placement: Placement
+    at: float
+
+
+@dataclass
+class CycleResult:
+    """Decisions of one scheduling cycle, for the adapter to carry out."""
+
+    admitted: list[Admission] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)    # job id -> new pending reason (changes only)
+    examined: int = 0                                         # jobs the cycle looked at (O(changes) check)
+    full: bool = False                                        # whether the whole backlog was re-examined

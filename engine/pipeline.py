@@ -1,0 +1,62 @@
+"""The five-stage pipeline of one loaded policy, as pluggy hook callers.
+
+Each stage gets its own PluginManager holding only the plugins the policy lists for
+that stage, registered in reverse so pluggy's last-in-first-out call order equals
+the policy's order. The engine calls these callers directly: one hook call per job
+per stage, never per comparison.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import pluggy
+
+from engine.hookspecs import PROJECT, STAGES, StageSpecs
+from engine.plugin import Plugin
+
+
+def _manager(plugins: Sequence[Plugin], label: str) -> pluggy.PluginManager:
+    pm = pluggy.PluginManager(PROJECT)
+    pm.add_hookspecs(StageSpecs)
+    for plugin in reversed(plugins):
+        pm.register(plugin, name=f"{label}:{plugin.name}")
+    return pm
+
+
+def join_keys(parts: Sequence[Any]) -> tuple[Any, ...]:
+    """Concatenate the order keys of several plugins into one tuple (smaller sorts first)."""
+    key: list[Any] = []
+    for part in parts:
+        if isinstance(part, tuple):
+            key.extend(part)
+        else:
+            key.append(part)
+    return tuple(key)
+
+
+class Pipeline:
+    """Hook callers for enqueue → order → admit → place → recover."""
+
+    def __init__(self, stages: dict[str, list[Plugin]]) -> None:
+        self.stages = {stage: list(stages.get(stage, [])) for stage in STAGES}
+        managers = {stage: _manager(self.stages[stage], stage) for stage in STAGES}
+        unique: dict[int, Plugin] = {}
+        for plugins in self.stages.values():
+            for plugin in plugins:
+                unique.setdefault(id(plugin), plugin)
+        self.plugins: list[Plugin] = list(unique.values())
+        self.cycle_start = _manager(self.plugins, "all").hook.atoll_cycle_start
+        self.enqueue = managers["enqueue"].hook.atoll_enqueue
+        self.job_order = managers["order"].hook.atoll_job_order
+        self.queue_order = managers["order"].hook.atoll_queue_order
+        self.admit = managers["admit"].hook.atoll_admit
+        self.filter = managers["place"].hook.atoll_filter
+        self.score = managers["place"].hook.atoll_score
+        self.place = managers["place"].hook.atoll_place
+        self.recover = managers["recover"].hook.atoll_recover
+        self.has_filter = bool(self.filter.get_hookimpls())
+        self.has_score = bool(self.score.get_hookimpls())
+
+    def describe(self) -> dict[str, list[str]]:
+        return {stage: [p.name for p in plugins] for stage, plugins in self.stages.items()}

@@ -1,0 +1,113 @@
+"""Plugin base class and discovery of built-in and pip-installed plugins.
+
+A plugin is a class with a unique ``name``, the ``stages`` it may be listed in, and
+a JSON Schema for its config. Built-ins (package ``plugins``) and third-party
+packages (entry-point group ``atoll.plugins``) are found the same way, through the
+``atoll_plugin_classes`` discovery hook.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import import_module
+from pathlib import Path
+from typing import Any, ClassVar, Optional
+
+import pluggy
+
+from engine.errors import InputError
+from engine.hookspecs import PROJECT, STAGES, DiscoverySpecs
+
+ENTRY_POINT_GROUP = "atoll.plugins"
+BUILTIN_MODULE = "plugins"
+SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+
+
+class Plugin:
+    """Base of every Atoll plugin. Subclasses set ``name``, ``stages`` and ``config_schema``.
+
+    The engine builds one instance per loaded policy, with the plugin's validated config
+    (``{}`` when the policy gives none) and ``cel``, a ``engine.cel.CelCompiler`` for
+    compiling the config's CEL expressions at load time (errors there reject the policy).
+    """
+
+    name: ClassVar[str] = ""
+    stages: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = ""
+    config_schema: ClassVar[dict[str, Any]] = {"type": "object", "additionalProperties": False}
+
+    def __init__(self, config: dict[str, Any], cel: Any) -> None:
+        self.config = config
+        self.cel = cel
+
+    @classmethod
+    def schema(cls) -> dict[str, Any]:
+        """The config schema: ``schemas/plugins/<name>.schema.json`` for built-ins, else the class attribute."""
+        path = SCHEMA_DIR / "plugins" / f"{cls.name}.schema.json"
+        if cls.__module__.split(".")[0] == BUILTIN_MODULE and path.exists():
+            loaded: dict[str, Any] = json.loads(path.read_text())
+            return loaded
+        return cls.config_schema
+
+    def __repr__(self) -> str:
+        return f"<plugin {self.name}>"
+
+
+@dataclass(frozen=True)
+class PluginEntry:
+    cls: type[Plugin]
+    source: str          # distribution name and version, or "atoll (built-in)"
+
+
+class PluginCatalog:
+    """Every plugin class this process can use, by name."""
+
+    def __init__(self, entries: dict[str, PluginEntry]) -> None:
+        self.entries = entries
+
+    def get(self, name: str) -> Optional[PluginEntry]:
+        return self.entries.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self.entries)
+
+
+def discover(entry_points: bool = True, extra_modules: tuple[str, ...] = ()) -> PluginCatalog:
+    """Load built-ins, then pip-installed plugins (tox's order). Raises InputError on clashes."""
+    pm = pluggy.PluginManager(PROJECT)
+    pm.add_hookspecs(DiscoverySpecs)
+    pm.register(import_module(BUILTIN_MODULE), name=BUILTIN_MODULE)
+    for module in extra_modules:
+        pm.register(import_module(module), name=module)
+    if entry_points:
+        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    pm.check_pending()
+    sources: dict[str, str] = {}
+    for plugin, dist in pm.list_plugin_distinfo():
+        sources[pm.get_name(plugin) or ""] = f"{dist.project_name} {dist.version}"
+    entries: dict[str, PluginEntry] = {}
+    for impl in pm.hook.atoll_plugin_classes.get_hookimpls():
+        module_name = impl.plugin_name
+        source = sources.get(module_name, "atoll (built-in)" if module_name == BUILTIN_MODULE else module_name)
+        for cls in impl.function():
+            _check_plugin_class(cls, source)
+            if cls.name in entries:
+                raise InputError(
+                    f"plugin name {cls.name!r} is provided twice: by {entries[cls.name].source} and by {source}",
+                    "plugins",
+                )
+            entries[cls.name] = PluginEntry(cls, source)
+    return PluginCatalog(entries)
+
+
+def _check_plugin_class(cls: object, source: str) -> None:
+    if not (isinstance(cls, type) and issubclass(cls, Plugin)):
+        raise InputError(f"{source} returned {cls!r}, which is not an engine.plugin.Plugin subclass", "plugins")
+    if not cls.name:
+        raise InputError(f"{source}: plugin class {cls.__qualname__} has no name", "plugins")
+    unknown = set(cls.stages) - set(STAGES)
+    if unknown or not cls.stages:
+        raise InputError(
+            f"{source}: plugin {cls.name!r} declares stages {list(cls.stages)}; allowed: {list(STAGES)}", "plugins"
+        )

@@ -1,0 +1,150 @@
+"""Exact integer resource arithmetic.
+
+Capacity is never a float: cpu is counted in milli-cores, everything else (memory,
+pods, ``nvidia.com/gpu``, any extended resource) in whole base units, rounded up
+the way the Kubernetes scheduler rounds requests. A resource vector is a plain
+``dict[str, int]``; a name absent from a vector means zero.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from typing import Mapping
+
+from engine.errors import InputError
+
+Resources = dict[str, int]
+"""A resource vector: resource name -> exact integer amount (cpu in milli-cores)."""
+
+CPU = "cpu"
+MEMORY = "memory"
+PODS = "pods"
+GPU = "nvidia.com/gpu"
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
+            "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12),
+            "P": Decimal(10**15), "E": Decimal(10**18)}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+
+
+def parse_quantity(value: object, resource: str = "", where: str = "") -> int:
+    """Parse a Kubernetes quantity (``500m``, ``10Gi``, ``1e3``, ``2``) into an exact int.
+
+    cpu comes back in milli-cores; every other resource in base units, rounded up.
+    Raises InputError naming ``where`` for anything Kubernetes would reject.
+    """
+    if isinstance(value, bool) or value is None:
+        raise InputError(f"quantity must be a number or a string like '500m' or '2Gi', got {value!r}", where)
+    if isinstance(value, int):
+        number = Decimal(value)
+    elif isinstance(value, float):
+        number = Decimal(repr(value))
+    elif isinstance(value, str):
+        match = _QUANTITY.match(value.strip())
+        if not match:
+            raise InputError(f"invalid quantity {value!r} (expected e.g. '500m', '2', '10Gi', '1e3')", where)
+        mantissa, suffix = match.group(1), match.group(2) or ""
+        try:
+            number = Decimal(mantissa)
+        except InvalidOperation:
+            raise InputError(f"invalid quantity {value!r}", where) from None
+        number *= _BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix]
+    else:
+        raise InputError(f"quantity must be a number or a string, got {type(value).__name__}", where)
+    if number < 0:
+        raise InputError(f"quantity {value!r} is negative", where)
+    if resource == CPU:
+        number *= 1000
+    return int(number.to_integral_value(rounding=ROUND_CEILING))
+
+
+def parse_resources(mapping: object, where: str = "") -> Resources:
+    """Parse ``{cpu: "2", memory: 2Gi}`` into a resource vector, naming the bad field."""
+    if mapping is None:
+        return {}
+    if not isinstance(mapping, Mapping):
+        raise InputError(f"expected a mapping of resource name to quantity, got {type(mapping).__name__}", where)
+    out: Resources = {}
+    for name, raw in mapping.items():
+        field = f"{where}.{name}" if where else str(name)
+        amount = parse_quantity(raw, str(name), field)
+        if amount:
+            out[str(name)] = amount
+    return out
+
+
+def format_quantity(resource: str, amount: int) -> str:
+    """Human form of an exact amount: ``cpu 1500`` -> ``1.5``, memory in Gi/Mi when exact."""
+    if resource == CPU:
+        return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
+    if resource == MEMORY or amount >= 2**20:
+        for suffix in ("Ti", "Gi", "Mi", "Ki"):
+            unit = _BINARY[suffix]
+            if amount >= unit and amount % unit == 0:
+                return f"{amount // unit}{suffix}"
+    return str(amount)
+
+
+def format_resources(vector: Mapping[str, int]) -> str:
+    """``cpu=2 memory=4Gi`` — stable order for messages and logs."""
+    return " ".join(f"{name}={format_quantity(name, vector[name])}" for name in sorted(vector)) or "nothing"
+
+
+def add(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
+    out = dict(a)
+    for name, amount in b.items():
+        out[name] = out.get(name, 0) + amount
+    return out
+
+
+def add_into(target: Resources, b: Mapping[str, int], sign: int = 1) -> None:
+    """In-place ``target += sign * b``; zeros are dropped so vectors stay small."""
+    for name, amount in b.items():
+        value = target.get(name, 0) + sign * amount
+        if value:
+            target[name] = value
+        else:
+            target.pop(name, None)
+
+
+def sub(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
+    out = dict(a)
+    add_into(out, b, -1)
+    return out
+
+
+def scale(a: Mapping[str, int], factor: int) -> Resources:
+    return {name: amount * factor for name, amount in a.items() if amount and factor}
+
+
+def fits(request: Mapping[str, int], free: Mapping[str, int]) -> bool:
+    """True when every requested amount is available (absent from ``free`` = zero)."""
+    for name, amount in request.items():
+        if amount > free.get(name, 0):
+            return False
+    return True
+
+
+def shortfall(request: Mapping[str, int], free: Mapping[str, int]) -> Resources:
+    """What is missing for ``request`` to fit in ``free`` (empty when it fits)."""
+    return {n: a - free.get(n, 0) for n, a in request.items() if a > free.get(n, 0)}
+
+
+def clamp_nonnegative(a: Mapping[str, int]) -> Resources:
+    return {name: amount for name, amount in a.items() if amount > 0}
+
+
+def dominant_share(allocated: Mapping[str, int], total: Mapping[str, int]) -> float:
+    """max over resources of allocated / total (DRF). A resource with no total counts
+    as fully used if anything is allocated; the ratio is for ordering only, never capacity."""
+    best = 0.0
+    for name, amount in allocated.items():
+        if amount <= 0:
+            continue
+        cap = total.get(name, 0)
+        share = amount / cap if cap > 0 else 1.0
+        if share > best:
+            best = share
+    return best

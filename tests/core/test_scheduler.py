@@ -1,0 +1,167 @@
+"""Engine core behaviour with tiny inline plugins (built-ins are tested in tests/plugins)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from engine.core.scheduler import Engine
+from engine.hookspecs import hookimpl
+from engine.model import Cluster, Failure, FailureKind, Job, JobState, Queue, Recovery, Refusal, Task
+from engine.pipeline import Pipeline
+from engine.plugin import Plugin
+from engine.resources import parse_resources
+
+
+class Priority(Plugin):
+    name = "t-priority"
+    stages = ("order",)
+
+    @hookimpl
+    def atoll_job_order(self, job: Job) -> tuple[int]:
+        return (-job.priority,)
+
+    @hookimpl
+    def atoll_queue_order(self, queue: Queue) -> tuple[int]:
+        return (-queue.priority,)
+
+
+class Quota(Plugin):
+    name = "t-quota"
+    stages = ("admit",)
+
+    @hookimpl
+    def atoll_admit(self, job: Job, state) -> Optional[Refusal]:  # type: ignore[no-untyped-def]
+        queue = state.queues[job.queue]
+        cap = queue.capability or {}
+        used = queue.allocated.get("cpu", 0)
+        if "cpu" in cap and used + job.demand.get("cpu", 0) > cap["cpu"]:
+            return Refusal(f"queue {queue.name} cpu capability exceeded", self.name)
+        return None
+
+
+class Requeue(Plugin):
+    name = "t-requeue"
+    stages = ("recover",)
+
+    @hookimpl
+    def atoll_recover(self, job: Job, failure: Failure) -> Recovery:
+        return Recovery(requeue=True, delay=10, exclude_clusters=frozenset({failure.cluster or ""}))
+
+
+def make_engine(*plugins: Plugin) -> Engine:
+    stages: dict[str, list[Plugin]] = {}
+    for p in plugins:
+        for stage in p.stages:
+            stages.setdefault(stage, []).append(p)
+    return Engine(Pipeline(stages))
+
+
+def cluster(name: str, cpu: str) -> Cluster:
+    return Cluster(name=name, allocatable=parse_resources({"cpu": cpu, "memory": "100Gi"}))
+
+
+def job(name: str, cpu: str, queue: str = "q", priority: int = 0, replicas: int = 1) -> Job:
+    return Job(id=name, name=name, queue=queue, priority=priority,
+               tasks=[Task("worker", replicas, replicas, parse_resources({"cpu": cpu}))])
+
+
+def test_admits_in_priority_order_and_books_capacity_within_one_cycle() -> None:
+    engine = make_engine(Priority({}, None))
+    engine.upsert_cluster(cluster("m1", "10"))
+    engine.upsert_queue(Queue("q"))
+    for name, prio in (("low", 1), ("high", 9), ("mid", 5)):
+        engine.submit(job(name, "4", priority=prio))
+    result = engine.cycle(0)
+    assert [a.job_id for a in result.admitted] == ["high", "mid"]      # 8 of 10 cpu; low does not fit
+    assert engine.state.jobs["low"].state is JobState.PENDING
+    assert "lacks cpu=2" in engine.state.jobs["low"].pending_reason
+    assert engine.state.free("m1")["cpu"] == 2000
+
+
+def test_incremental_cycle_examines_only_new_jobs() -> None:
+    engine = make_engine(Priority({}, None))
+    engine.upsert_cluster(cluster("m1", "4"))
+    engine.upsert_queue(Queue("q"))
+    for i in range(50):
+        engine.submit(job(f"j{i}", "4"))
+    first = engine.cycle(0)
+    assert first.full and len(first.admitted) == 1 and first.examined == 50
+    engine.submit(job("late", "1"))
+    second = engine.cycle(1)
+    assert not second.full and second.examined == 1 and second.admitted == []
+
+
+def test_release_reopens_the_backlog() -> None:
+    engine = make_engine(Priority({}, None))
+    engine.upsert_cluster(cluster("m1", "4"))
+    engine.upsert_queue(Queue("q"))
+    engine.submit(job("a", "4"))
+    engine.submit(job("b", "4"))
+    assert [a.job_id for a in engine.cycle(0).admitted] == ["a"]
+    engine.finished("a")
+    # the cluster status has not caught up, but the in-flight booking of a is gone
+    assert [a.job_id for a in engine.cycle(1).admitted] == ["b"]
+
+
+def test_inflight_reservation_survives_stale_status_until_newer_report() -> None:
+    engine = make_engine()
+    engine.upsert_queue(Queue("q"))
+    engine.upsert_cluster(cluster("m1", "4"))
+    engine.submit(job("a", "4"))
+    engine.cycle(0)
+    engine.started("a", now=1)
+    stale = cluster("m1", "4")
+    stale.status_time = 0.5                      # taken before a's pods existed
+    engine.upsert_cluster(stale)
+    assert engine.state.free("m1").get("cpu", 0) == 0
+    fresh = cluster("m1", "4")
+    fresh.allocated = {"cpu": 4000}
+    fresh.status_time = 2
+    engine.upsert_cluster(fresh)
+    assert engine.state.free("m1").get("cpu", 0) == 0 and not engine.state.inflight("m1")
+
+
+def test_admit_refusal_reason_is_kept_and_queue_headroom_counted() -> None:
+    engine = make_engine(Quota({}, None))
+    engine.upsert_cluster(cluster("m1", "100"))
+    engine.upsert_queue(Queue("q", capability=parse_resources({"cpu": "6"})))
+    engine.submit(job("a", "4"))
+    engine.submit(job("b", "4"))
+    result = engine.cycle(0)
+    assert [a.job_id for a in result.admitted] == ["a"]
+    assert result.reasons == {"b": "queue q cpu capability exceeded"}
+
+
+def test_failure_requeues_with_backoff_and_excludes_cluster() -> None:
+    engine = make_engine(Requeue({}, None))
+    engine.upsert_queue(Queue("q"))
+    engine.upsert_cluster(cluster("m1", "8"))
+    engine.upsert_cluster(cluster("m2", "8"))
+    engine.submit(job("a", "4"))
+    assert engine.cycle(0).admitted[0].placement == {"m1": {"worker": 1}}
+    recovery = engine.fail("a", Failure(FailureKind.CLUSTER_LOST, cluster="m1"), now=5)
+    assert recovery.requeue
+    assert engine.cycle(6).admitted == []                      # backing off until t=15
+    again = engine.cycle(15).admitted
+    assert again and again[0].placement == {"m2": {"worker": 1}}
+
+
+def test_unknown_queue_waits_and_is_admitted_once_created() -> None:
+    engine = make_engine()
+    engine.upsert_cluster(cluster("m1", "8"))
+    engine.submit(job("a", "1", queue="later"))
+    result = engine.cycle(0)
+    assert result.reasons == {"a": "queue 'later' does not exist"}
+    engine.upsert_queue(Queue("later"))
+    assert [a.job_id for a in engine.cycle(1).admitted] == ["a"]
+
+
+def test_scale_up_after_admission_is_charged() -> None:
+    engine = make_engine()
+    engine.upsert_queue(Queue("q"))
+    engine.upsert_cluster(cluster("m1", "8"))
+    engine.submit(job("a", "1", replicas=2))
+    engine.cycle(0)
+    engine.update_job(job("a", "1", replicas=6))
+    assert engine.state.queues["q"].allocated["cpu"] == 6000
+    assert engine.state.free("m1")["cpu"] == 2000
