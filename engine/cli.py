@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "engine.commands.plugins_cmd",
     "engine.commands.bench_cmd",
     "engine.sim.cli",
+    "engine.kube.webhook_cli",
     "engine.kube.cli",
 )
 
