@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Optional
 
 from engine.resources import Resources, add_into, scale
@@ -80,15 +81,16 @@ class Job:
     sort_key: tuple[Any, ...] = ()
     blocked_epoch: int = -1         # capacity epoch at which it was last refused (see core.state)
 
-    @property
+    @cached_property
     def demand(self) -> Resources:
-        """All replicas of all tasks: what the job holds once admitted."""
+        """All replicas of all tasks: what the job holds once admitted. Cached: a changed job
+        arrives as a new Job object (Engine.update_job), so tasks never change under it."""
         total: Resources = {}
         for task in self.tasks:
             add_into(total, task.demand)
         return total
 
-    @property
+    @cached_property
     def min_demand(self) -> Resources:
         """minAvailable of every task: the smallest gang that can start."""
         total: Resources = {}

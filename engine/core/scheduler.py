@@ -23,7 +23,7 @@ from engine.core.state import FleetState
 from engine.model import (Admission, Cluster, CycleResult, Failure, Job, JobState, Placement, Queue, Recovery,
                           Refusal)
 from engine.pipeline import Pipeline, join_keys
-from engine.resources import fits, format_resources, shortfall
+from engine.resources import fits, format_resources
 
 _IndexEntry = tuple[tuple, int, str]
 
@@ -219,7 +219,9 @@ class Engine:
 
     def _place(self, job: Job) -> Placement | Refusal:
         state = self.state
-        candidates = [c for c in state.clusters.values() if c.ready and c.name not in job.excluded_clusters]
+        candidates = state.ready_clusters()
+        if job.excluded_clusters:
+            candidates = [c for c in candidates if c.name not in job.excluded_clusters]
         if not candidates:
             excluded = f" (excluded after failures: {', '.join(sorted(job.excluded_clusters))})" \
                 if job.excluded_clusters else ""
@@ -237,17 +239,11 @@ class Engine:
             for part in self.pipeline.score(job=job, clusters=candidates, state=state):
                 for cluster, value in part.items():
                     scores[cluster] = scores.get(cluster, 0) + value
-            candidates.sort(key=lambda c: (-scores.get(c.name, 0), c.name))
+            candidates = sorted(candidates, key=lambda c: (-scores.get(c.name, 0), c.name))
         decided = self.pipeline.place(job=job, clusters=candidates, state=state)
         if decided is not None:
             return decided
-        demand = job.demand
-        for cluster in candidates:
-            if fits(demand, state.free(cluster.name)):
-                return {cluster.name: {t.name: t.replicas for t in job.tasks if t.replicas}}
-        best = min(candidates, key=lambda c: (len(shortfall(demand, state.free(c.name))), c.name))
-        return Refusal(f"no ready cluster has room for the whole job ({format_resources(demand)}); "
-                       f"{best.name} lacks {format_resources(shortfall(demand, state.free(best.name)))}", "engine")
+        return default_placement(job, candidates, state)
 
     def _block(self, job: Job, refusal: Refusal, result: CycleResult) -> None:
         job.blocked_epoch = self.state.capacity_epoch
@@ -304,6 +300,17 @@ class Engine:
         if job.excluded_clusters:
             lines.append("avoids: " + ", ".join(sorted(job.excluded_clusters)))
         return "\n".join(lines)
+
+
+def default_placement(job: Job, candidates: list[Cluster], state: FleetState) -> Placement | Refusal:
+    """The whole job in the first candidate where all of it fits (used when no place plugin decides)."""
+    demand = job.demand
+    if fits(demand, state.max_free):
+        for cluster in candidates:
+            if fits(demand, state.free(cluster.name)):
+                return {cluster.name: {t.name: t.replicas for t in job.tasks if t.replicas}}
+    return Refusal(f"no ready cluster has room for the whole job ({format_resources(demand)}); "
+                   f"the most free in one cluster is {format_resources(state.max_free)}", "engine")
 
 
 def _summarise(reasons: dict[str, str], limit: int = 3) -> str:

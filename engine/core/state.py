@@ -13,7 +13,7 @@ re-examined until the epoch moves on: that is what makes a cycle O(changes).
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Optional
 
 from engine.model import Cluster, Job, JobState, Queue
 from engine.resources import Resources, add_into, clamp_nonnegative, sub
@@ -31,6 +31,8 @@ class FleetState:
         self._free: dict[str, Resources] = {}
         self._fleet_free: Optional[Resources] = None
         self._fleet_allocatable: Optional[Resources] = None
+        self._max_free: Optional[Resources] = None
+        self._ready: Optional[list[Cluster]] = None
         self._children: Optional[dict[str, list[str]]] = None
 
     # -- capacity views ----------------------------------------------------------
@@ -45,8 +47,24 @@ class FleetState:
             cached = self._free[cluster] = clamp_nonnegative(free)
         return cached
 
-    def ready_clusters(self) -> Iterator[Cluster]:
-        return (c for c in self.clusters.values() if c.ready)
+    def ready_clusters(self) -> list[Cluster]:
+        """Ready clusters in name order (cached; do not mutate the list)."""
+        if self._ready is None:
+            self._ready = sorted((c for c in self.clusters.values() if c.ready), key=lambda c: c.name)
+        return self._ready
+
+    @property
+    def max_free(self) -> Resources:
+        """Per resource, the most any single ready cluster has free. A demand that does not fit
+        here fits in no single cluster: an O(1) refusal for the common saturated case."""
+        if self._max_free is None:
+            best: Resources = {}
+            for c in self.ready_clusters():
+                for name, amount in self.free(c.name).items():
+                    if amount > best.get(name, 0):
+                        best[name] = amount
+            self._max_free = best
+        return self._max_free
 
     @property
     def fleet_allocatable(self) -> Resources:
@@ -97,9 +115,34 @@ class FleetState:
         self._invalidate(name)
 
     def _invalidate(self, cluster: str) -> None:
+        """The cluster itself changed (status, readiness, labels, removal): drop every derived view."""
         self._free.pop(cluster, None)
         self._fleet_free = None
         self._fleet_allocatable = None
+        self._max_free = None
+        self._ready = None
+
+    def _usage_changed(self, cluster: str) -> None:
+        """Only the engine's own bookings on a cluster changed: update derived views incrementally."""
+        old = self._free.pop(cluster, None)
+        c = self.clusters.get(cluster)
+        if old is None or c is None or not c.ready:
+            self._fleet_free = self._max_free = None
+            return
+        new = self.free(cluster)
+        if self._fleet_free is not None:
+            add_into(self._fleet_free, new)
+            add_into(self._fleet_free, old, -1)
+        if self._max_free is not None:
+            best = self._max_free
+            for name, amount in old.items():
+                if amount >= best.get(name, 0) and new.get(name, 0) < amount:
+                    self._max_free = None       # it held the maximum and shrank: recompute lazily
+                    break
+            else:
+                for name, amount in new.items():
+                    if amount > best.get(name, 0):
+                        best[name] = amount
 
     # -- queues ----------------------------------------------------------------------
     def upsert_queue(self, queue: Queue) -> None:
@@ -153,7 +196,7 @@ class FleetState:
         for cluster in job.placement or {}:
             if cluster in self.clusters:
                 self._inflight.setdefault(cluster, {})[job.id] = (job.placed_demand(cluster), None)
-                self._invalidate(cluster)
+                self._usage_changed(cluster)
 
     def release(self, job: Job) -> None:
         """Undo ``hold``: the job finished, failed, or was deleted. Frees capacity."""
@@ -163,7 +206,7 @@ class FleetState:
         for cluster in job.placement or {}:
             flights = self._inflight.get(cluster)
             if flights and flights.pop(job.id, None) is not None:
-                self._invalidate(cluster)
+                self._usage_changed(cluster)
         self.capacity_epoch += 1
 
     def mark_started(self, job: Job, at: float) -> None:

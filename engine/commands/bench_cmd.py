@@ -1,0 +1,35 @@
+"""``atoll bench``: time one engine cycle over a synthetic backlog (see engine.bench)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from engine.bench import BenchShape, run_bench
+from engine.pipeline import Pipeline
+
+DEFAULT_POLICY = Path(__file__).resolve().parents[2] / "policies" / "default.yaml"
+
+
+def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    parser = subparsers.add_parser("bench", help="time a scheduling cycle over a synthetic backlog (JSON out)")
+    parser.add_argument("--jobs", type=int, default=3200, help="pending jobs in the backlog (default 3200)")
+    parser.add_argument("--queues", type=int, default=10, help="queues (default 10)")
+    parser.add_argument("--clusters", type=int, default=10, help="member clusters (default 10)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--policy", type=Path, default=DEFAULT_POLICY, help="policy file (default policies/default.yaml)")
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from engine.policy import load_policy
+
+    policy = load_policy(args.policy)      # validated once; each run gets fresh plugin instances
+
+    def factory() -> Pipeline:
+        return load_policy(args.policy).pipeline
+
+    result = run_bench(BenchShape(args.jobs, args.queues, args.clusters, args.seed), factory, policy.name)
+    print(json.dumps(result, indent=2))
+    return 0
