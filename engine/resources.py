@@ -93,9 +93,8 @@ def format_resources(vector: Mapping[str, int]) -> str:
 
 
 def add(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
-    out = dict(a)
-    for name, amount in b.items():
-        out[name] = out.get(name, 0) + amount
+    out = {name: amount for name, amount in a.items() if amount}
+    add_into(out, b)
     return out
 
 
@@ -110,7 +109,7 @@ def add_into(target: Resources, b: Mapping[str, int], sign: int = 1) -> None:
 
 
 def sub(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
-    out = dict(a)
+    out = {name: amount for name, amount in a.items() if amount}
     add_into(out, b, -1)
     return out
 

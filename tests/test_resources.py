@@ -1,0 +1,56 @@
+"""Kubernetes quantities parse to exact integers; bad ones name the field."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.errors import InputError
+from engine.resources import (add, dominant_share, fits, format_quantity, format_resources, parse_quantity,
+                              parse_resources, shortfall, sub)
+
+
+@pytest.mark.parametrize("value,resource,expected", [
+    ("500m", "cpu", 500), ("2", "cpu", 2000), (2, "cpu", 2000), ("1.5", "cpu", 1500), ("0.1", "cpu", 100),
+    ("1e3", "cpu", 1_000_000), ("100u", "cpu", 1), ("10Gi", "memory", 10 * 2**30), ("1G", "memory", 10**9),
+    ("128974848", "memory", 128974848), ("129e6", "memory", 129_000_000), ("123Mi", "memory", 123 * 2**20),
+    ("8", "nvidia.com/gpu", 8), ("1k", "pods", 1000), ("0.5", "memory", 1), ("1Ki", "memory", 1024),
+])
+def test_parses_kubernetes_quantities_exactly(value: object, resource: str, expected: int) -> None:
+    assert parse_quantity(value, resource) == expected
+
+
+@pytest.mark.parametrize("value", ["", "abc", "1.2.3", "10 Gi", "-1", "1Zi", None, True, [1]])
+def test_rejects_bad_quantities_naming_the_field(value: object) -> None:
+    with pytest.raises(InputError) as excinfo:
+        parse_quantity(value, "memory", "jobs[0].tasks[0].resources.memory")
+    assert "jobs[0].tasks[0].resources.memory" in str(excinfo.value)
+
+
+def test_parse_resources_names_the_bad_entry() -> None:
+    with pytest.raises(InputError, match=r"spec.cpu"):
+        parse_resources({"cpu": "lots"}, "spec")
+    assert parse_resources({"cpu": "0", "memory": "1Gi"}) == {"memory": 2**30}
+
+
+def test_formatting_round_trips_for_messages() -> None:
+    assert format_quantity("cpu", 1500) == "1500m"
+    assert format_quantity("cpu", 2000) == "2"
+    assert format_quantity("memory", 10 * 2**30) == "10Gi"
+    assert format_resources({"memory": 2**31, "cpu": 500}) == "cpu=500m memory=2Gi"
+
+
+vectors = st.dictionaries(st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]), st.integers(0, 10**12))
+
+
+@given(vectors, vectors)
+def test_fits_agrees_with_shortfall(request: dict[str, int], free: dict[str, int]) -> None:
+    assert fits(request, free) == (shortfall(request, free) == {})
+    assert sub(add(free, request), request) == {k: v for k, v in free.items() if v}
+
+
+def test_dominant_share_is_the_largest_ratio() -> None:
+    assert dominant_share({"cpu": 50, "memory": 10}, {"cpu": 100, "memory": 100}) == 0.5
+    assert dominant_share({"nvidia.com/gpu": 1}, {"cpu": 100}) == 1.0
+    assert dominant_share({}, {"cpu": 100}) == 0.0
