@@ -90,7 +90,8 @@ def discover(entry_points: bool = True, extra_modules: tuple[str, ...] = ()) -> 
     for impl in pm.hook.atoll_plugin_classes.get_hookimpls():
         module_name = impl.plugin_name
         source = sources.get(module_name, "atoll (built-in)" if module_name == BUILTIN_MODULE else module_name)
-        for cls in impl.function():
+        classes: list[type[Plugin]] = impl.function()  # type: ignore[assignment]
+        for cls in classes:
             _check_plugin_class(cls, source)
             if cls.name in entries:
                 raise InputError(

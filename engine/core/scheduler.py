@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from typing import Iterable, Optional
+from typing import Iterator, Optional
 
 from sortedcontainers import SortedList
 
@@ -169,7 +169,7 @@ class Engine:
             heapq.heappush(heap, (self._queue_key(name), name))
         return result
 
-    def _candidates(self, full: bool) -> dict[str, Iterable[Job]]:
+    def _candidates(self, full: bool) -> dict[str, Iterator[Job]]:
         jobs = self.state.jobs
         if full:
             return {q: iter([jobs[e[2]] for e in entries]) for q, entries in self._pending.items() if entries}
