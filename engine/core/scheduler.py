@@ -78,6 +78,21 @@ class Engine:
         self.state.jobs[job.id] = job
         return self._enqueue(job)
 
+    def adopt(self, job: Job, placement: Placement, admitted_at: float, running: bool = False) -> None:
+        """Restore a job admitted before a restart (e.g. a resumed binding): it holds its queue usage
+        and capacity again without passing through admission, so nothing is admitted twice."""
+        if job.id in self.state.jobs:
+            raise ValueError(f"job {job.id} already exists")
+        job.seq = next(self._seq)
+        job.state = JobState.RUNNING if running else JobState.ADMITTED
+        job.placement = placement
+        job.admitted_at = admitted_at
+        job.attempts = max(job.attempts, 1)
+        self.state.jobs[job.id] = job
+        self.state.hold(job)
+        if running:
+            self.state.mark_started(job, admitted_at)
+
     def update_job(self, job: Job) -> None:
         """The job's spec changed (same id). Waiting jobs are re-keyed; admitted ones re-charged,
         so a scale-up after admission is counted against quota and capacity."""

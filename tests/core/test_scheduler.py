@@ -165,3 +165,15 @@ def test_scale_up_after_admission_is_charged() -> None:
     engine.update_job(job("a", "1", replicas=6))
     assert engine.state.queues["q"].allocated["cpu"] == 6000
     assert engine.state.free("m1")["cpu"] == 2000
+
+
+def test_adopted_job_holds_capacity_after_restart() -> None:
+    engine = make_engine()
+    engine.upsert_queue(Queue("q"))
+    engine.upsert_cluster(cluster("m1", "8"))
+    engine.adopt(job("old", "6"), {"m1": {"worker": 1}}, admitted_at=0.0)
+    engine.submit(job("new", "4"))
+    assert engine.cycle(1).admitted == []
+    assert engine.state.queues["q"].allocated["cpu"] == 6000
+    engine.finished("old")
+    assert [a.job_id for a in engine.cycle(2).admitted] == ["new"]
