@@ -1,0 +1,195 @@
+"""Fleet configuration (members, kwok nodes, ports) from a small YAML file plus CLI/env overrides.
+
+Every listening port is derived from one base port so a whole fleet moves with one setting
+and never touches a default port (8080, 10257, 10259, 6443, 2379 ...). See ``Ports``.
+"""
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DEFAULT_BASE_PORT = 31400
+DEFAULT_NODE = {
+    "count": 2,
+    "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"},
+    "labels": {"atoll.dev/pool": "default"},
+}
+MAX_MEMBERS = 30
+
+
+class ConfigError(ValueError):
+    """The fleet YAML or an override is invalid; the message names the field."""
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """``count`` kwok nodes that share allocatable and labels."""
+
+    count: int
+    allocatable: dict[str, str]
+    labels: dict[str, str]
+
+
+@dataclass(frozen=True)
+class MemberPorts:
+    apiserver: int
+    controller_manager: int
+    scheduler: int
+    kwok: int
+
+
+@dataclass(frozen=True)
+class Member:
+    """One member cluster: its name is also the Karmada Cluster name."""
+
+    name: str
+    index: int
+    nodes: NodeGroup
+    cluster_labels: dict[str, str]
+    ports: MemberPorts
+
+    def node_names(self) -> list[str]:
+        return [f"{self.name}-node-{i}" for i in range(self.nodes.count)]
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Host control-plane ports (base + offset); members use base + 100 + 10 * (index - 1)."""
+
+    base: int
+
+    @property
+    def etcd(self) -> int: return self.base
+    @property
+    def etcd_peer(self) -> int: return self.base + 1
+    @property
+    def etcd_metrics(self) -> int: return self.base + 2
+    @property
+    def apiserver(self) -> int: return self.base + 10
+    @property
+    def aggregated_apiserver(self) -> int: return self.base + 11
+    @property
+    def webhook(self) -> int: return self.base + 12
+    @property
+    def webhook_health(self) -> int: return self.base + 13
+    @property
+    def webhook_metrics(self) -> int: return self.base + 14
+    @property
+    def controller_manager_metrics(self) -> int: return self.base + 15
+    @property
+    def controller_manager_health(self) -> int: return self.base + 16
+    @property
+    def scheduler_metrics(self) -> int: return self.base + 17
+    @property
+    def scheduler_health(self) -> int: return self.base + 18
+    @property
+    def kube_controller_manager(self) -> int: return self.base + 19
+
+    def member(self, index: int) -> MemberPorts:
+        p = self.base + 100 + 10 * (index - 1)
+        return MemberPorts(apiserver=p, controller_manager=p + 1, scheduler=p + 2, kwok=p + 3)
+
+    def table(self, members: list[Member]) -> list[tuple[str, int]]:
+        """(what, port) rows for ``fleet status`` and the README."""
+        rows = [("etcd client", self.etcd), ("etcd peer", self.etcd_peer), ("etcd metrics", self.etcd_metrics),
+                ("karmada-apiserver", self.apiserver), ("karmada-aggregated-apiserver", self.aggregated_apiserver),
+                ("karmada-webhook", self.webhook), ("karmada-webhook healthz", self.webhook_health),
+                ("karmada-webhook metrics", self.webhook_metrics),
+                ("karmada-controller-manager metrics", self.controller_manager_metrics),
+                ("karmada-controller-manager healthz", self.controller_manager_health),
+                ("karmada-scheduler metrics", self.scheduler_metrics),
+                ("karmada-scheduler healthz", self.scheduler_health),
+                ("host kube-controller-manager", self.kube_controller_manager)]
+        for m in members:
+            rows += [(f"{m.name} kube-apiserver", m.ports.apiserver),
+                     (f"{m.name} kube-controller-manager", m.ports.controller_manager),
+                     (f"{m.name} kube-scheduler", m.ports.scheduler), (f"{m.name} kwok", m.ports.kwok)]
+        return rows
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    """Everything ``fleet up`` needs to know besides the binaries."""
+
+    ports: Ports
+    members: list[Member]
+    cluster_status_update_frequency: str = "10s"
+    karmada_feature_gates: str = ""
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def _node_group(raw: Any, where: str, base: dict[str, Any]) -> NodeGroup:
+    merged = copy.deepcopy(base)
+    if raw is not None:
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
+        unknown = set(raw) - {"count", "allocatable", "labels"}
+        if unknown:
+            raise ConfigError(f"{where}: unknown keys {sorted(unknown)} (allowed: count, allocatable, labels)")
+        for key in ("allocatable", "labels"):
+            if key in raw:
+                if not isinstance(raw[key], dict):
+                    raise ConfigError(f"{where}.{key}: expected a mapping")
+                merged[key] = {**merged[key], **raw[key]}
+        if "count" in raw:
+            merged["count"] = raw["count"]
+    count = merged["count"]
+    if not isinstance(count, int) or count < 0:
+        raise ConfigError(f"{where}.count: expected a non-negative integer, got {count!r}")
+    alloc = {str(k): str(v) for k, v in merged["allocatable"].items() if v is not None}
+    labels = {str(k): str(v) for k, v in merged["labels"].items() if v is not None}
+    return NodeGroup(count=count, allocatable=alloc, labels=labels)
+
+
+def load_config(path: Path | None = None, members: int | None = None, nodes: int | None = None,
+                base_port: int | None = None) -> FleetConfig:
+    """Read the YAML (``ATOLL_E2E_CONFIG`` if no path) and apply overrides (flags, then env)."""
+    if path is None and os.environ.get("ATOLL_E2E_CONFIG"):
+        path = Path(os.environ["ATOLL_E2E_CONFIG"])
+    raw: dict[str, Any] = {}
+    if path is not None:
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError) as e:
+            raise ConfigError(f"cannot read fleet config {path}: {e}") from e
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: top level must be a mapping")
+    mraw = raw.get("members", {}) or {}
+    if not isinstance(mraw, dict):
+        raise ConfigError("members: expected a mapping with count/prefix/nodes/overrides")
+    if members is None and os.environ.get("ATOLL_E2E_MEMBERS"):
+        members = int(os.environ["ATOLL_E2E_MEMBERS"])
+    count = members if members is not None else mraw.get("count", 2)
+    if not isinstance(count, int) or not 1 <= count <= MAX_MEMBERS:
+        raise ConfigError(f"members.count: expected 1..{MAX_MEMBERS}, got {count!r}")
+    prefix = str(mraw.get("prefix", "member"))
+    base_nodes = _node_group(mraw.get("nodes"), "members.nodes", DEFAULT_NODE)
+    if nodes is not None:
+        base_nodes = NodeGroup(nodes, base_nodes.allocatable, base_nodes.labels)
+    base_dict = {"count": base_nodes.count, "allocatable": base_nodes.allocatable, "labels": base_nodes.labels}
+    overrides = mraw.get("overrides", {}) or {}
+    port = base_port or int(os.environ.get("ATOLL_E2E_BASE_PORT", 0)) or int(raw.get("basePort", DEFAULT_BASE_PORT))
+    if not 1024 < port < 65000 - 100 - 10 * MAX_MEMBERS:
+        raise ConfigError(f"basePort: {port} leaves no room for the fleet's ports")
+    ports = Ports(port)
+    out: list[Member] = []
+    for i in range(1, count + 1):
+        name = f"{prefix}{i}"
+        ov = overrides.get(name, {}) or {}
+        unknown = set(ov) - {"nodes", "clusterLabels"}
+        if unknown:
+            raise ConfigError(f"members.overrides.{name}: unknown keys {sorted(unknown)}")
+        group = _node_group(ov.get("nodes"), f"members.overrides.{name}.nodes", base_dict)
+        labels = {"atoll.dev/member": name, **{str(k): str(v) for k, v in (ov.get("clusterLabels") or {}).items()}}
+        out.append(Member(name=name, index=i, nodes=group, cluster_labels=labels, ports=ports.member(i)))
+    for name in overrides:
+        if name not in {m.name for m in out}:
+            raise ConfigError(f"members.overrides.{name}: no such member (members are {[m.name for m in out]})")
+    return FleetConfig(ports=ports, members=out,
+                       cluster_status_update_frequency=str(raw.get("clusterStatusUpdateFrequency", "10s")),
+                       karmada_feature_gates=str(raw.get("karmadaFeatureGates", "")), raw=raw)
