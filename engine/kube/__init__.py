@@ -1,0 +1,1 @@
+"""Atoll on Kubernetes/Karmada: controller, caches and admission webhook."""

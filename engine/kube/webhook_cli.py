@@ -1,0 +1,124 @@
+"""``atoll webhook`` (serve admission) and ``atoll bench-webhook`` (latency at a fixed rate)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+from typing import Any, Optional
+
+import yaml
+
+from engine.errors import InputError
+from engine.kube.webhook import ManagedSelector, selector_from_policy
+from engine.kube.webhook_server import WebhookServer, serve
+
+
+def selector_from_text(text: str, source: str) -> ManagedSelector:
+    """Use the policy module when it exists; otherwise read ``managedWorkloads`` from the YAML ourselves."""
+    try:
+        from engine.policy import load_policy_text  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        load_policy_text = None
+    if load_policy_text is not None:
+        return selector_from_policy(load_policy_text(text, source))
+    try:
+        doc = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise InputError(f"not valid YAML: {exc}", source) from None
+    if not isinstance(doc, dict):
+        raise InputError("policy must be a mapping", source)
+    spec: dict[str, Any] = doc["spec"] if isinstance(doc.get("spec"), dict) else doc
+    managed = spec.get("managedWorkloads") or spec.get("managed_workloads")
+    return selector_from_policy(managed) if managed else ManagedSelector()
+
+
+def selector_from_file(path: str) -> ManagedSelector:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise InputError(f"cannot read policy: {exc.strerror}", path) from None
+    return selector_from_text(text, path)
+
+
+async def _configmap_selector(ref: str) -> ManagedSelector:
+    """One GET of the policy ConfigMap (key ``policy.yaml``); the chart mounts it as a file instead."""
+    from kubernetes_asyncio import client, config
+
+    namespace, _, name = ref.partition("/")
+    if not namespace or not name:
+        raise InputError("expected NAMESPACE/NAME", "--policy-configmap")
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        await config.load_kube_config()
+    async with client.ApiClient() as api:
+        cm = await client.CoreV1Api(api).read_namespaced_config_map(name, namespace)
+    data = cm.data or {}
+    text = data.get("policy.yaml") or next(iter(data.values()), "")
+    return selector_from_text(text, f"configmap {ref}")
+
+
+def _run_webhook(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if bool(args.cert) != bool(args.key):
+        raise InputError("--cert and --key go together")
+    if not args.cert and not args.insecure_http:
+        raise InputError("--cert/--key required (or --insecure-http for local debugging)")
+    if args.policy:
+        path = args.policy
+        server = WebhookServer(selector_from_file(path), lambda: selector_from_file(path), (path,))
+    elif args.policy_configmap:
+        server = WebhookServer(asyncio.run(_configmap_selector(args.policy_configmap)))
+    else:
+        server = WebhookServer(ManagedSelector())
+    _install_uvloop()
+    try:
+        asyncio.run(serve(server, args.host, args.port, args.cert, args.key, args.reload_interval))
+    except OSError as exc:
+        raise InputError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
+    return 0
+
+
+def _install_uvloop() -> None:
+    try:
+        import uvloop
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    except ImportError:
+        pass
+
+
+def _run_bench(args: argparse.Namespace) -> int:
+    from engine.kube.webhook_bench import run_bench
+
+    _install_uvloop()
+    result: dict[str, Any] = asyncio.run(run_bench(rate=args.rate, count=args.requests, url=args.url,
+                                                   concurrency=args.concurrency))
+    print(json.dumps(result, indent=2))
+    if args.max_p99_ms is not None and result["latency_ms"]["p99"] > args.max_p99_ms:
+        return 1
+    return 0
+
+
+def register(subparsers: Any, _: Optional[Any] = None) -> None:
+    p = subparsers.add_parser("webhook", help="serve the mutating admission webhook that pauses bindings")
+    p.add_argument("--cert", help="TLS certificate (PEM); reloaded when the file changes")
+    p.add_argument("--key", help="TLS private key (PEM)")
+    p.add_argument("--host", default="0.0.0.0")
+    p.add_argument("--port", type=int, default=9443)
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--policy", help="policy YAML file; reloaded when it changes")
+    src.add_argument("--policy-configmap", metavar="NS/NAME", help="read the policy from a ConfigMap once")
+    p.add_argument("--reload-interval", type=float, default=2.0, help="seconds between file checks")
+    p.add_argument("--insecure-http", action="store_true", help="serve plain HTTP (debugging only)")
+    p.set_defaults(func=_run_webhook)
+
+    b = subparsers.add_parser("bench-webhook", help="AdmissionReviews over TLS at a fixed rate; print JSON")
+    b.add_argument("--rate", type=float, default=200.0, help="requests per second")
+    b.add_argument("--requests", type=int, default=4000)
+    b.add_argument("--concurrency", type=int, default=64, help="max requests in flight")
+    b.add_argument("--url", help="benchmark an existing webhook instead of starting one in-process")
+    b.add_argument("--max-p99-ms", type=float, help="exit 1 when p99 exceeds this")
+    b.set_defaults(func=_run_bench)

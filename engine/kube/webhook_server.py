@@ -1,0 +1,149 @@
+"""The HTTPS server around ``webhook.review``: TLS with cert reload, policy reload, health and metrics.
+
+Cert and policy files are re-read when their mtime changes (cert-manager rotates Secrets and the kubelet
+updates mounted ConfigMaps in place), so neither needs a restart. A bad policy edit keeps the old selector.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import ssl
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
+
+from engine.kube.webhook import BadReview, ManagedSelector, review_bytes
+
+log = logging.getLogger("atoll.webhook")
+
+LATENCY = Histogram(
+    "atoll_webhook_request_duration_seconds", "Time to answer one AdmissionReview (parse, decide, encode).",
+    buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5))
+DECISIONS = Counter("atoll_webhook_decisions_total", "AdmissionReviews answered, by outcome.", ["outcome"])
+POLICY_ERRORS = Counter("atoll_webhook_policy_reload_errors_total", "Policy reloads rejected as invalid.")
+
+SelectorLoader = Callable[[], ManagedSelector]
+
+
+@dataclass
+class WatchedFiles:
+    """Remembers mtimes so a poll can tell whether files changed."""
+
+    paths: tuple[str, ...]
+    stamps: tuple[float, ...] = field(default=())
+
+    def changed(self) -> bool:
+        try:
+            now = tuple(os.stat(p).st_mtime_ns for p in self.paths)
+        except OSError:
+            return False                    # mid-rotation: try again on the next poll
+        if now != self.stamps:
+            self.stamps = now
+            return True
+        return False
+
+
+def tls_context(cert: str, key: str) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(cert, key)
+    return ctx
+
+
+class WebhookServer:
+    """Holds the live selector; handlers read it without locks (a single attribute swap)."""
+
+    def __init__(self, selector: ManagedSelector, loader: Optional[SelectorLoader] = None,
+                 policy_files: tuple[str, ...] = ()) -> None:
+        self.selector = selector
+        self.loader = loader
+        self.policy_files = WatchedFiles(policy_files)
+        self.policy_files.changed()
+        self.ready = True
+
+    async def mutate(self, request: web.Request) -> web.Response:
+        start = time.perf_counter()
+        raw = await request.read()
+        try:
+            decision = review_bytes(raw, self.selector)
+        except BadReview as exc:
+            DECISIONS.labels("bad-request").inc()
+            return web.json_response({"error": str(exc)}, status=400)
+        finally:
+            LATENCY.observe(time.perf_counter() - start)
+        DECISIONS.labels(decision.outcome).inc()
+        return web.json_response(decision.response)
+
+    async def healthz(self, _: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def readyz(self, _: web.Request) -> web.Response:
+        return web.Response(text="ok" if self.ready else "not ready", status=200 if self.ready else 503)
+
+    async def metrics(self, _: web.Request) -> web.Response:
+        resp = web.Response(body=generate_latest())
+        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return resp
+
+    def reload_policy(self) -> bool:
+        """Re-read the policy if its files changed; keep the old selector on error."""
+        if self.loader is None or not self.policy_files.changed():
+            return False
+        try:
+            self.selector = self.loader()
+        except Exception as exc:              # any invalid edit must not take the webhook down
+            POLICY_ERRORS.inc()
+            log.error("policy reload rejected, keeping the previous policy: %s", exc)
+            return False
+        log.info("policy reloaded: kinds=%s", sorted(self.selector.kinds))
+        return True
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/mutate", self.mutate)
+        app.router.add_get("/healthz", self.healthz)
+        app.router.add_get("/readyz", self.readyz)
+        app.router.add_get("/metrics", self.metrics)
+        return app
+
+
+async def watch_files(server: WebhookServer, ctx: Optional[ssl.SSLContext], cert: str, key: str,
+                      interval: float) -> None:
+    """Poll cert and policy files; new TLS handshakes use a reloaded chain immediately."""
+    certs = WatchedFiles((cert, key))
+    certs.changed()
+    while True:
+        await asyncio.sleep(interval)
+        if ctx is not None and certs.changed():
+            try:
+                ctx.load_cert_chain(cert, key)
+                log.info("TLS certificate reloaded from %s", cert)
+            except (OSError, ssl.SSLError) as exc:
+                log.error("TLS reload failed, keeping the previous certificate: %s", exc)
+        server.reload_policy()
+
+
+async def serve(server: WebhookServer, host: str, port: int, cert: Optional[str], key: Optional[str],
+                interval: float = 2.0, started: Optional[Callable[[int], Any]] = None) -> None:
+    """Run until cancelled. ``cert``/``key`` None means plain HTTP (tests and local debugging only)."""
+    ctx = tls_context(cert, key) if cert and key else None
+    runner = web.AppRunner(server.app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, ssl_context=ctx, backlog=1024)
+    await site.start()
+    sockets = getattr(site._server, "sockets", None) or ()
+    bound = int(sockets[0].getsockname()[1]) if sockets else port
+    log.info("atoll webhook listening on %s://%s:%d", "https" if ctx else "http", host, bound)
+    if started is not None:
+        started(bound)
+    watcher = asyncio.create_task(watch_files(server, ctx, cert or "", key or "", interval))
+    try:
+        await asyncio.Event().wait()
+    finally:
+        watcher.cancel()
+        await runner.cleanup()
