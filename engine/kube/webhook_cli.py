@@ -43,17 +43,20 @@ def selector_from_file(path: str) -> ManagedSelector:
     return selector_from_text(text, path)
 
 
-async def _configmap_selector(ref: str) -> ManagedSelector:
-    """One GET of the policy ConfigMap (key ``policy.yaml``); the chart mounts it as a file instead."""
+async def _configmap_selector(ref: str, kubeconfig: Optional[str]) -> ManagedSelector:
+    """GET the policy ConfigMap (key ``policy.yaml``) from the Karmada API; polled by the server."""
     from kubernetes_asyncio import client, config
 
     namespace, _, name = ref.partition("/")
     if not namespace or not name:
         raise InputError("expected NAMESPACE/NAME", "--policy-configmap")
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        await config.load_kube_config()
+    if kubeconfig:
+        await config.load_kube_config(config_file=kubeconfig)
+    else:
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:
+            await config.load_kube_config()
     async with client.ApiClient() as api:
         cm = await client.CoreV1Api(api).read_namespaced_config_map(name, namespace)
     data = cm.data or {}
@@ -71,7 +74,9 @@ def _run_webhook(args: argparse.Namespace) -> int:
         path = args.policy
         server = WebhookServer(selector_from_file(path), lambda: selector_from_file(path), (path,))
     elif args.policy_configmap:
-        server = WebhookServer(asyncio.run(_configmap_selector(args.policy_configmap)))
+        ref, kubeconfig = args.policy_configmap, args.kubeconfig
+        server = WebhookServer(asyncio.run(_configmap_selector(ref, kubeconfig)),
+                               async_loader=lambda: _configmap_selector(ref, kubeconfig))
     else:
         server = WebhookServer(ManagedSelector())
     _install_uvloop()
@@ -110,7 +115,9 @@ def register(subparsers: Any, _: Optional[Any] = None) -> None:
     p.add_argument("--port", type=int, default=9443)
     src = p.add_mutually_exclusive_group()
     src.add_argument("--policy", help="policy YAML file; reloaded when it changes")
-    src.add_argument("--policy-configmap", metavar="NS/NAME", help="read the policy from a ConfigMap once")
+    src.add_argument("--policy-configmap", metavar="NS/NAME",
+                     help="read the policy from a ConfigMap on the Karmada API, polled every 5 reload intervals")
+    p.add_argument("--kubeconfig", help="kubeconfig of the Karmada API (for --policy-configmap)")
     p.add_argument("--reload-interval", type=float, default=2.0, help="seconds between file checks")
     p.add_argument("--insecure-http", action="store_true", help="serve plain HTTP (debugging only)")
     p.set_defaults(func=_run_webhook)

@@ -12,7 +12,7 @@ import os
 import ssl
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Awaitable, Callable, Optional
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
@@ -28,6 +28,7 @@ DECISIONS = Counter("atoll_webhook_decisions_total", "AdmissionReviews answered,
 POLICY_ERRORS = Counter("atoll_webhook_policy_reload_errors_total", "Policy reloads rejected as invalid.")
 
 SelectorLoader = Callable[[], ManagedSelector]
+AsyncSelectorLoader = Callable[[], Awaitable[ManagedSelector]]
 
 
 @dataclass
@@ -59,9 +60,10 @@ class WebhookServer:
     """Holds the live selector; handlers read it without locks (a single attribute swap)."""
 
     def __init__(self, selector: ManagedSelector, loader: Optional[SelectorLoader] = None,
-                 policy_files: tuple[str, ...] = ()) -> None:
+                 policy_files: tuple[str, ...] = (), async_loader: Optional[AsyncSelectorLoader] = None) -> None:
         self.selector = selector
         self.loader = loader
+        self.async_loader = async_loader
         self.policy_files = WatchedFiles(policy_files)
         self.policy_files.changed()
         self.ready = True
@@ -103,6 +105,20 @@ class WebhookServer:
         log.info("policy reloaded: kinds=%s", sorted(self.selector.kinds))
         return True
 
+    async def poll_policy(self) -> bool:
+        """Fetch the policy from the API (ConfigMap source); keep the old selector on any error."""
+        if self.async_loader is None:
+            return False
+        try:
+            selector = await self.async_loader()
+        except Exception as exc:              # API down or invalid edit: keep serving the last good policy
+            POLICY_ERRORS.inc()
+            log.error("policy refresh failed, keeping the previous policy: %s", exc)
+            return False
+        changed = selector != self.selector
+        self.selector = selector
+        return changed
+
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/mutate", self.mutate)
@@ -117,8 +133,12 @@ async def watch_files(server: WebhookServer, ctx: Optional[ssl.SSLContext], cert
     """Poll cert and policy files; new TLS handshakes use a reloaded chain immediately."""
     certs = WatchedFiles((cert, key))
     certs.changed()
+    tick = 0
     while True:
         await asyncio.sleep(interval)
+        tick += 1
+        if tick % 5 == 0:
+            await server.poll_policy()
         if ctx is not None and certs.changed():
             try:
                 ctx.load_cert_chain(cert, key)
