@@ -1,0 +1,123 @@
+"""The webhook on the real karmada-apiserver: bindings of managed workloads are created paused."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from e2e.harness.fleet import FleetInfo
+from e2e.harness.kube import Kube, wait_for
+from e2e.tests.webhook_support import WebhookProcess, delete, fleet_or_skip, registered, start_webhook
+from engine.kube.webhook import PAUSED_ANNOTATION
+
+pytestmark = pytest.mark.e2e
+NS = "atoll-wh-e2e"
+
+
+@pytest.fixture(scope="module")
+def fleet() -> FleetInfo:
+    return fleet_or_skip()
+
+
+@pytest.fixture
+def webhook(tmp_path: Path) -> Iterator[WebhookProcess]:
+    wh = start_webhook(tmp_path)
+    yield wh
+    wh.stop()
+
+
+def deployment(name: str, ns: str) -> dict[str, Any]:
+    labels = {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": ns},
+            "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": [{"name": "c", "image": "busybox",
+                                                           "resources": {"requests": {"cpu": "100m"}}}]}}}}
+
+
+def configmap(name: str, ns: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns},
+            "data": {"k": "v"}}
+
+
+def propagation(name: str, ns: str, kind: str, api_version: str, dispatching: bool = False) -> dict[str, Any]:
+    spec: dict[str, Any] = {"resourceSelectors": [{"apiVersion": api_version, "kind": kind, "name": name}],
+                            "placement": {"clusterAffinity": {}}}
+    if dispatching:
+        spec["suspension"] = {"dispatching": True}
+    return {"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+            "metadata": {"name": name, "namespace": ns}, "spec": spec}
+
+
+def binding(kube: Kube, ns: str, name: str) -> Any:
+    return kube.get_or_none(f"/apis/work.karmada.io/v1alpha2/namespaces/{ns}/resourcebindings/{name}")
+
+
+@contextlib.contextmanager
+def created(kube: Kube, *objs: dict[str, Any]) -> Iterator[None]:
+    for o in objs:
+        kube.apply(o)
+    try:
+        yield
+    finally:
+        for o in reversed(objs):
+            delete(kube, kube.path_for(o))
+
+
+@pytest.fixture
+def namespace(fleet: FleetInfo) -> Iterator[str]:
+    kube = fleet.host()
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    yield NS
+
+
+def test_managed_binding_created_paused_and_unmanaged_scheduled(fleet: FleetInfo, webhook: WebhookProcess,
+                                                              namespace: str) -> None:
+    kube = fleet.host()
+    with contextlib.contextmanager(registered)(kube, webhook), created(
+            kube, deployment("web", namespace), propagation("web", namespace, "Deployment", "apps/v1", True),
+            configmap("cfg", namespace), propagation("cfg", namespace, "ConfigMap", "v1")):
+        rb = wait_for("ResourceBinding web-deployment", lambda: binding(kube, namespace, "web-deployment"), 60)
+        assert rb["spec"]["suspension"]["scheduling"] is True
+        assert rb["spec"]["suspension"]["dispatching"] is True, "dispatching from the policy was dropped"
+        assert PAUSED_ANNOTATION in rb["metadata"]["annotations"]
+        # the unmanaged ConfigMap binding is scheduled normally: proves karmada-scheduler runs meanwhile
+        cm = wait_for("ConfigMap binding scheduled",
+                      lambda: (b := binding(kube, namespace, "cfg-configmap")) and b["spec"].get("clusters") and b,
+                      90)
+        assert not (cm["spec"].get("suspension") or {}).get("scheduling")
+        rb = binding(kube, namespace, "web-deployment")
+        assert not rb["spec"].get("clusters"), f"paused binding was scheduled: {rb['spec'].get('clusters')}"
+        assert "schedulerObservedGeneration" not in (rb.get("status") or {})
+        # the detector reconciles the binding again; suspension.scheduling must survive it
+        time.sleep(3)
+        rb = binding(kube, namespace, "web-deployment")
+        assert rb["spec"]["suspension"]["scheduling"] is True and not rb["spec"].get("clusters")
+
+
+def test_system_namespace_never_paused(fleet: FleetInfo, webhook: WebhookProcess) -> None:
+    kube = fleet.host()
+    ns = "karmada-system"
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    with contextlib.contextmanager(registered)(kube, webhook), created(
+            kube, deployment("atoll-sys", ns), propagation("atoll-sys", ns, "Deployment", "apps/v1")):
+        rb = wait_for("karmada-system binding scheduled",
+                      lambda: (b := binding(kube, ns, "atoll-sys-deployment")) and b["spec"].get("clusters") and b,
+                      90)
+        assert not (rb["spec"].get("suspension") or {}).get("scheduling")
+        assert PAUSED_ANNOTATION not in (rb["metadata"].get("annotations") or {})
+
+
+def test_webhook_down_with_ignore_never_blocks(fleet: FleetInfo, webhook: WebhookProcess, namespace: str) -> None:
+    kube = fleet.host()
+    with contextlib.contextmanager(registered)(kube, webhook):
+        webhook.stop()
+        with created(kube, deployment("down", namespace),
+                     propagation("down", namespace, "Deployment", "apps/v1")):
+            rb = wait_for("binding created while the webhook is down",
+                          lambda: binding(kube, namespace, "down-deployment"), 60)
+            assert not (rb["spec"].get("suspension") or {}).get("scheduling")

@@ -1,0 +1,116 @@
+"""Run `atoll webhook` as a subprocess and register it on the fleet's karmada-apiserver."""
+
+from __future__ import annotations
+
+import base64
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+import pytest
+
+from e2e.harness.fleet import FleetInfo, state_root
+from e2e.harness.kube import Kube, KubeError
+from engine.kube.webhook_certs import CertFiles, write_certs
+
+MWC_NAME = "atoll-e2e-webhook"
+
+
+def fleet_or_skip() -> FleetInfo:
+    if not (state_root() / "fleet.json").exists():
+        pytest.skip(f"no fleet recorded under {state_root()}: run `e2e/fleet up`")
+    info = FleetInfo.load()
+    if not info.host().healthy():
+        pytest.skip("fleet recorded but karmada-apiserver is not healthy: run `e2e/fleet up`")
+    return info
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class WebhookProcess:
+    proc: subprocess.Popen[bytes]
+    port: int
+    certs: CertFiles
+    log: Path
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def start_webhook(workdir: Path, policy: Optional[Path] = None) -> WebhookProcess:
+    certs = write_certs(str(workdir / "certs"))
+    port = free_port()
+    log = workdir / "webhook.log"
+    argv = [sys.executable, "-m", "engine.cli", "webhook", "--cert", certs.cert, "--key", certs.key,
+            "--host", "127.0.0.1", "--port", str(port)]
+    if policy is not None:
+        argv += ["--policy", str(policy)]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=str(Path(__file__).parents[2]))
+    wh = WebhookProcess(proc, port, certs, log)
+    ctx = ssl.create_default_context(cafile=certs.ca)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", context=ctx, timeout=2) as r:
+                if r.status == 200:
+                    return wh
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            wh.stop()
+            raise RuntimeError(f"atoll webhook did not start; log {log}:\n{log.read_text()[-2000:]}")
+        time.sleep(0.2)
+
+
+def webhook_configuration(wh: WebhookProcess, failure_policy: str = "Ignore") -> dict[str, Any]:
+    """The same registration the chart renders, but with a URL to the local process."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": MWC_NAME},
+        "webhooks": [{
+            "name": "pause-bindings.atoll.dev", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+            "failurePolicy": failure_policy, "timeoutSeconds": 5, "matchPolicy": "Equivalent",
+            "clientConfig": {"url": f"https://127.0.0.1:{wh.port}/mutate",
+                             "caBundle": base64.b64encode(wh.certs.ca_pem()).decode()},
+            "rules": [{"apiGroups": ["work.karmada.io"], "apiVersions": ["v1alpha2"], "operations": ["CREATE"],
+                       "resources": ["resourcebindings", "clusterresourcebindings"], "scope": "*"}],
+            "namespaceSelector": {"matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                 "values": ["karmada-system", "karmada-cluster", "kube-system", "kube-public", "kube-node-lease"]}]},
+        }],
+    }
+
+
+def delete(kube: Kube, path: str) -> None:
+    try:
+        kube.request("DELETE", path)
+    except KubeError as e:
+        if e.status != 404:
+            raise
+
+
+def registered(kube: Kube, wh: WebhookProcess, failure_policy: str = "Ignore") -> Iterator[None]:
+    kube.apply(webhook_configuration(wh, failure_policy))
+    try:
+        yield
+    finally:
+        delete(kube, f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{MWC_NAME}")
