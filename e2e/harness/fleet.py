@@ -93,7 +93,9 @@ class Fleet:
             return check()
         try:
             return wait_for(what, guarded, timeout, hint=f"component {component}, log {self.sup.log_path(component)}")
-        except (TimeoutError, RuntimeError) as e:
+        except RuntimeError as e:  # another component died: its own log tail is in the message
+            raise FleetError(f"while waiting for {what}: {e}") from None
+        except TimeoutError as e:
             log = self.sup.log_path(component)
             raise FleetError(f"{e}\n--- tail of {log} ---\n{tail(log, 30)}") from None
 

@@ -47,12 +47,12 @@ def controller_manager_argv(art: Artifacts, pki: Pki, m: Member, kubeconfig: Pat
 
 
 def write_kwok_config(art: Artifacts, path: Path) -> Path:
-    """kwok's config file: a KwokConfiguration followed by every Stage it should run."""
-    docs: list[dict[str, Any]] = [{"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration",
-                                   "options": {}}]
+    """kwok's config file: every Stage it should run (node stages from kwok, pod stages ours)."""
+    docs: list[dict[str, Any]] = []  # no KwokConfiguration document: kwok's defaults apply
     for rel in KWOK_NODE_STAGES:
         docs += [d for d in yaml.safe_load_all((art.kwok_dir / rel).read_text()) if d]
     docs += [d for d in yaml.safe_load_all(POD_STAGES.read_text()) if d]
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
     return path
 
