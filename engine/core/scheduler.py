@@ -208,8 +208,8 @@ class Engine:
     def _examine(self, job: Job, now: float, result: CycleResult) -> None:
         state = self.state
         if job.not_before > now:
-            self._block(job, Refusal(f"backing off after failure until t={job.not_before:g}", "engine",
-                                     retry_at=job.not_before), result)
+            # no retry_at: _enqueue already set the timer for not_before; another would pile up per cycle
+            self._block(job, Refusal(f"backing off after failure until t={job.not_before:g}", "engine"), result)
             return
         if job.queue not in state.queues:
             self._block(job, Refusal(f"queue {job.queue!r} does not exist", "engine"), result)

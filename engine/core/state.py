@@ -13,9 +13,9 @@ re-examined until the epoch moves on: that is what makes a cycle O(changes).
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Optional
 
-from engine.model import Cluster, Job, JobState, Queue
+from engine.model import Cluster, Job, Queue
 from engine.resources import Resources, add_into, clamp_nonnegative, sub
 
 
@@ -216,6 +216,3 @@ class FleetState:
             if flights and job.id in flights:
                 reserved, _ = flights[job.id]
                 flights[job.id] = (reserved, at)
-
-    def pending_jobs(self) -> Iterable[Job]:
-        return (j for j in self.jobs.values() if j.state is JobState.PENDING)
