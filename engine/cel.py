@@ -1,0 +1,203 @@
+"""CEL for the tunable parts of a policy: compiled once at load, checked against samples, cheap to call.
+
+A policy's CEL expression sees plain data built from the engine's model (see
+``engine.cel_vars`` for every variable and field). ``CelCompiler.compile`` parses
+the text, then *dry-evaluates* it against sample objects so that a misspelt field
+(``job.prority``) or a wrong result type fails when the policy is loaded, with the
+file, the YAML path and the column, rather than at 3 a.m. on a real job.
+
+cel-python's runner is slow (~100-250 us per evaluation), so plugins evaluate an
+expression when its inputs change (a job's ``generation``, a cluster's), never per
+comparison; ``CelExpression.evaluate`` is the one call site, so that rule is easy to
+see in review.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+import celpy
+from celpy import celtypes
+from celpy.evaluation import CELEvalError
+
+from engine.errors import InputError
+
+# celpy logs every evaluation error at ERROR with a traceback before raising it; we report it ourselves.
+logging.getLogger("celpy").setLevel(logging.CRITICAL)
+
+RESULT_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (celtypes.IntType, celtypes.UintType),
+    "number": (celtypes.IntType, celtypes.UintType, celtypes.DoubleType),
+    "bool": (celtypes.BoolType,),
+    "string": (celtypes.StringType,),
+    "any": (object,),
+}
+
+
+class CelRuntimeError(Exception):
+    """An expression failed on a real object (e.g. a label the sample had but this job lacks)."""
+
+
+@dataclass(frozen=True)
+class CelExpression:
+    """One compiled expression. ``where`` names it in every message (``policy.yaml: spec.plugins.x.y``)."""
+
+    text: str
+    where: str
+    variables: tuple[str, ...]
+    result: str
+    _program: Any
+
+    def evaluate(self, activation: Mapping[str, Any]) -> Any:
+        """Evaluate with plain Python values (dicts, lists, ints, strs) and return a plain value.
+
+        Raises CelRuntimeError naming the expression on any evaluation error or wrong result type."""
+        cel_activation = {name: to_cel(value) for name, value in activation.items()}
+        return self.evaluate_cel(cel_activation)
+
+    def evaluate_cel(self, activation: Mapping[str, Any]) -> Any:
+        """Like ``evaluate`` with values already converted by ``to_cel`` (lets callers cache conversions)."""
+        try:
+            value = self._program.evaluate(activation)
+        except CELEvalError as exc:
+            raise CelRuntimeError(f"{self.where}: {self.text!r}: {describe_eval_error(exc)}") from None
+        except Exception as exc:          # cel-python raises plain TypeErrors for some overload mistakes
+            raise CelRuntimeError(f"{self.where}: {self.text!r}: {exc}") from None
+        if isinstance(value, CELEvalError):
+            raise CelRuntimeError(f"{self.where}: {self.text!r}: {describe_eval_error(value)}")
+        if not isinstance(value, RESULT_TYPES[self.result]):
+            raise CelRuntimeError(f"{self.where}: {self.text!r} must return {self.result}, "
+                                  f"returned {_cel_type_name(value)}")
+        return from_cel(value)
+
+
+class CelCompiler:
+    """Compiles a policy's expressions; one per policy load. Not thread-safe (neither is celpy)."""
+
+    def __init__(self) -> None:
+        self._env = celpy.Environment(runner_class=celpy.CompiledRunner)
+
+    def compile(self, text: str, where: str, variables: Sequence[str] = ("job",), result: str = "any",
+                samples: Optional[Sequence[Mapping[str, Any]]] = None) -> CelExpression:
+        """Parse ``text`` and dry-run it against sample activations of ``variables``.
+
+        ``variables`` are names from ``engine.cel_vars.VARIABLES``; ``result`` one of
+        RESULT_TYPES. Raises InputError naming ``where`` and the column of a syntax error,
+        an unknown variable or field, or a result of the wrong type."""
+        from engine.cel_vars import VARIABLES, sample_activations
+
+        if result not in RESULT_TYPES:
+            raise ValueError(f"unknown CEL result type {result!r}")
+        unknown = [v for v in variables if v not in VARIABLES]
+        if unknown:
+            raise ValueError(f"unknown CEL variables {unknown}")
+        if not isinstance(text, str) or not text.strip():
+            raise InputError("CEL expression must be a non-empty string", where)
+        try:
+            ast = self._env.compile(text)
+        except celpy.CELParseError as exc:
+            raise InputError(f"CEL syntax error in {text!r}: {_parse_message(exc)}", where) from None
+        undeclared = _free_identifiers(text) - set(variables)
+        if undeclared:
+            raise InputError(f"CEL expression {text!r} uses unknown variable(s) {sorted(undeclared)}; "
+                             f"available here: {list(variables)}", where)
+        try:
+            program = self._env.program(ast)
+        except Exception as exc:  # celpy's compiled runner transpiles at this point
+            raise InputError(f"CEL expression {text!r} cannot be compiled: {exc}", where) from None
+        expression = CelExpression(text, where, tuple(variables), result, program)
+        for activation in samples if samples is not None else sample_activations(variables):
+            try:
+                expression.evaluate_cel(activation)
+            except CelRuntimeError as exc:
+                message = str(exc).removeprefix(f"{where}: ")
+                raise InputError(f"{message} (checked against a sample {', '.join(variables)}; "
+                                 "see docs/policy.md for the fields)", where) from None
+        return expression
+
+
+# -- conversion -------------------------------------------------------------------------
+def to_cel(value: Any) -> Any:
+    """Plain Python -> CEL value. Values that are already CEL pass through unchanged."""
+    if isinstance(value, (celtypes.MapType, celtypes.ListType)):
+        return value
+    return celpy.json_to_cel(value)
+
+
+def from_cel(value: Any) -> Any:
+    """CEL value -> plain Python (bool before int: CEL's BoolType is an int subclass)."""
+    if isinstance(value, celtypes.BoolType):
+        return bool(value)
+    if isinstance(value, (celtypes.IntType, celtypes.UintType)):
+        return int(value)
+    if isinstance(value, celtypes.DoubleType):
+        return float(value)
+    if isinstance(value, celtypes.StringType):
+        return str(value)
+    if isinstance(value, celtypes.MapType):
+        return {from_cel(k): from_cel(v) for k, v in value.items()}
+    if isinstance(value, celtypes.ListType):
+        return [from_cel(v) for v in value]
+    return value
+
+
+# -- messages -----------------------------------------------------------------------------
+def describe_eval_error(exc: BaseException) -> str:
+    """The innermost useful words of a (nested) CELEvalError, without celpy's activation dumps."""
+    parts: list[str] = []
+    _collect(exc, parts)
+    text = "; ".join(dict.fromkeys(p for p in parts if p))
+    text = re.sub(r"<class '(?:celpy\.)?(?:celtypes\.|evaluation\.)?(\w+)'>", r"\1", text)
+    text = text.replace("Unexpected CELEvalError", "a failed sub-expression")
+    return (text[:300] + "...") if len(text) > 300 else text or "evaluation error"
+
+
+def _collect(item: Any, parts: list[str]) -> None:
+    if isinstance(item, BaseException):
+        for arg in item.args:
+            _collect(arg, parts)
+    elif isinstance(item, tuple):
+        for arg in item:
+            _collect(arg, parts)
+    elif isinstance(item, str):
+        if item not in ("evaluation error", "no such overload"):
+            parts.append(item)
+        elif not parts:
+            parts.append(item)
+    elif isinstance(item, type):
+        return
+    else:
+        parts.append(str(item)[:120])
+
+
+def _parse_message(exc: Exception) -> str:
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return " | ".join(lines[:3])
+
+
+_IDENT = re.compile(r"(?<![\w.'\"])([A-Za-z_]\w*)")
+_STRING = re.compile(r"'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"")
+_CEL_WORDS = {"true", "false", "null", "in", "has", "size", "int", "uint", "double", "string", "bool", "bytes",
+              "type", "duration", "timestamp", "matches", "startsWith", "endsWith", "contains", "exists",
+              "all", "exists_one", "map", "filter", "dyn", "list", "max", "min"}
+
+
+def _free_identifiers(text: str) -> set[str]:
+    """Top-level names an expression reads, minus CEL's own words and macro loop variables."""
+    stripped = _STRING.sub("''", text)
+    loop_vars = set(re.findall(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,", stripped))
+    names = set()
+    for match in _IDENT.finditer(stripped):
+        name = match.group(1)
+        following = stripped[match.end():].lstrip()
+        if following.startswith("(") and name in _CEL_WORDS:
+            continue
+        names.add(name)
+    return names - _CEL_WORDS - loop_vars
+
+
+def _cel_type_name(value: Any) -> str:
+    return type(value).__name__.removesuffix("Type").lower()

@@ -1,0 +1,166 @@
+"""The variables a policy's CEL expressions can read, built from the engine's model.
+
+This module *is* the reference for CEL users (docs/policy.md is generated from
+``VARIABLES``): every field listed here exists on every object. Amounts are exact
+integers: ``cpu`` in milli-cores (``"2"`` is 2000), ``memory`` in bytes, GPUs and pods
+as counts; a resource the object does not have reads as absent (use
+``'nvidia.com/gpu' in job.demand`` or ``job.gpus``).
+
+Values are built once per object generation by the plugin that evaluates an
+expression (see ``CelCache``), never per comparison.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Generic, Hashable, Sequence, TypeVar
+
+from celpy import celtypes
+
+from engine.cel import to_cel
+from engine.model import Cluster, Job, Queue
+from engine.resources import GPU
+
+if TYPE_CHECKING:
+    from engine.core.state import FleetState
+
+VARIABLES: dict[str, dict[str, str]] = {
+    "job": {
+        "name": "string: the workload's name",
+        "namespace": "string",
+        "kind": "string: Job, Deployment, Volcano Job (batch.volcano.sh) ...",
+        "queue": "string: the queue it waits in",
+        "priority": "int: priority value (PriorityClass value or the scenario's priority)",
+        "priorityClassName": "string ('' when none)",
+        "labels": "map(string, string)",
+        "annotations": "map(string, string)",
+        "submitTime": "double: seconds (scenario time, or Unix time in a real fleet)",
+        "attempts": "int: admissions so far (0 before the first)",
+        "replicas": "int: pods of all tasks",
+        "minAvailable": "int: pods that must start together (sum of the tasks' minAvailable)",
+        "demand": "map(string, int): all replicas of all tasks",
+        "minDemand": "map(string, int): minAvailable of every task",
+        "gpus": "int: nvidia.com/gpu of the whole demand",
+        "tasks": "list of {name: string, replicas: int, minAvailable: int, resources: map(string, int) per replica}",
+    },
+    "queue": {
+        "name": "string",
+        "parent": "string ('' for a root queue)",
+        "weight": "int",
+        "priority": "int",
+        "open": "bool: false when the queue is Closed",
+        "labels": "map(string, string)",
+        "capability": "map(string, int): maximum; a resource not listed is unlimited",
+        "guarantee": "map(string, int): minimum protected for this queue",
+        "allocated": "map(string, int): what its admitted, unfinished jobs hold",
+    },
+    "cluster": {
+        "name": "string",
+        "labels": "map(string, string)",
+        "ready": "bool",
+        "allocatable": "map(string, int)",
+        "allocated": "map(string, int): as Karmada last reported",
+        "free": "map(string, int): allocatable - allocated - allocating - Atoll's in-flight admissions",
+    },
+}
+
+
+def job_vars(job: Job) -> dict[str, Any]:
+    return {
+        "name": job.name, "namespace": job.namespace, "kind": job.kind, "queue": job.queue,
+        "priority": job.priority, "priorityClassName": job.priority_class,
+        "labels": dict(job.labels), "annotations": dict(job.annotations),
+        "submitTime": float(job.submit_time), "attempts": job.attempts,
+        "replicas": sum(t.replicas for t in job.tasks),
+        "minAvailable": sum(t.min_available for t in job.tasks),
+        "demand": dict(job.demand), "minDemand": dict(job.min_demand), "gpus": job.demand.get(GPU, 0),
+        "tasks": [{"name": t.name, "replicas": t.replicas, "minAvailable": t.min_available,
+                   "resources": dict(t.resources)} for t in job.tasks],
+    }
+
+
+def queue_vars(queue: Queue) -> dict[str, Any]:
+    return {
+        "name": queue.name, "parent": queue.parent or "", "weight": queue.weight, "priority": queue.priority,
+        "open": queue.open, "labels": dict(queue.labels), "capability": dict(queue.capability or {}),
+        "guarantee": dict(queue.guarantee), "allocated": dict(queue.allocated),
+    }
+
+
+def cluster_vars(cluster: Cluster, state: "FleetState | None" = None) -> dict[str, Any]:
+    free = state.free(cluster.name) if state is not None and cluster.name in state.clusters else {}
+    return {
+        "name": cluster.name, "labels": dict(cluster.labels), "ready": cluster.ready,
+        "allocatable": dict(cluster.allocatable), "allocated": dict(cluster.allocated), "free": dict(free),
+    }
+
+
+# -- samples for load-time checks ------------------------------------------------------------
+class _AnyKeyMap(celtypes.MapType):
+    """A sample map that answers every key, so ``job.labels['tier']`` checks at load time while a
+    misspelt *field* (``job.lables``) still fails: the objects themselves are ordinary maps."""
+
+    def __init__(self, default: Any) -> None:
+        super().__init__({})
+        self._default = default
+
+    def __getitem__(self, key: Any) -> Any:
+        if super().__contains__(key):
+            return super().__getitem__(key)
+        return self._default
+
+    def __contains__(self, key: Any) -> bool:
+        return True
+
+
+_STRING_MAPS = {"labels", "annotations"}
+_RESOURCE_MAPS = {"demand", "minDemand", "capability", "guarantee", "allocated", "allocatable", "free",
+                  "resources"}
+
+
+def _sample(fields: dict[str, str]) -> celtypes.MapType:
+    values: dict[str, Any] = {}
+    for name, doc in fields.items():
+        kind = doc.split(":")[0].split(" ")[0]
+        if name in _STRING_MAPS:
+            values[name] = _AnyKeyMap(celtypes.StringType(""))
+        elif name in _RESOURCE_MAPS:
+            values[name] = _AnyKeyMap(celtypes.IntType(0))
+        elif name == "tasks":
+            task = to_cel({"name": "worker", "replicas": 1, "minAvailable": 1})
+            task[celtypes.StringType("resources")] = _AnyKeyMap(celtypes.IntType(0))
+            values[name] = celtypes.ListType([task])
+        elif kind == "int":
+            values[name] = celtypes.IntType(1)
+        elif kind == "double":
+            values[name] = celtypes.DoubleType(1.0)
+        elif kind == "bool":
+            values[name] = celtypes.BoolType(True)
+        else:
+            values[name] = celtypes.StringType("sample")
+    return celtypes.MapType({celtypes.StringType(k): v for k, v in values.items()})
+
+
+def sample_activations(variables: Sequence[str]) -> list[dict[str, Any]]:
+    return [{name: _sample(VARIABLES[name]) for name in variables}]
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+class CelCache(Generic[K]):
+    """Results of one expression keyed by what its inputs were built from (e.g. ``(job.id,
+    job.generation)``), so re-examining an unchanged job costs a dict lookup, not an evaluation."""
+
+    def __init__(self, limit: int = 200_000) -> None:
+        self._values: dict[K, Any] = {}
+        self._limit = limit
+
+    def get(self, key: K, compute: Callable[[], Any]) -> Any:
+        try:
+            return self._values[key]
+        except KeyError:
+            pass
+        if len(self._values) >= self._limit:
+            self._values.clear()          # stale generations pile up otherwise; recomputing is cheap enough
+        value = self._values[key] = compute()
+        return value
