@@ -28,8 +28,9 @@ class Plugin:
     """Base of every Atoll plugin. Subclasses set ``name``, ``stages`` and ``config_schema``.
 
     The engine builds one instance per loaded policy, with the plugin's validated config
-    (``{}`` when the policy gives none) and ``cel``, a ``engine.cel.CelCompiler`` for
-    compiling the config's CEL expressions at load time (errors there reject the policy).
+    (``{}`` when the policy gives none), ``cel``, an ``engine.cel.CelCompiler`` for
+    compiling the config's CEL expressions at load time (errors there reject the policy),
+    and ``where``, the config's place for messages (``policy.yaml: spec.plugins.drf``).
     """
 
     name: ClassVar[str] = ""
@@ -37,9 +38,10 @@ class Plugin:
     description: ClassVar[str] = ""
     config_schema: ClassVar[dict[str, Any]] = {"type": "object", "additionalProperties": False}
 
-    def __init__(self, config: dict[str, Any], cel: Any) -> None:
+    def __init__(self, config: dict[str, Any], cel: Any, where: str = "") -> None:
         self.config = config
         self.cel = cel
+        self.where = where or f"spec.plugins.{self.name}"
 
     @classmethod
     def schema(cls) -> dict[str, Any]:
