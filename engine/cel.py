@@ -32,7 +32,7 @@ RESULT_TYPES: dict[str, tuple[type, ...]] = {
     "int": (celtypes.IntType, celtypes.UintType),
     "number": (celtypes.IntType, celtypes.UintType, celtypes.DoubleType),
     "bool": (celtypes.BoolType,),
-    "string": (celtypes.StringType,),
+    "string": (celtypes.StringType, str),    # celpy: StringType + StringType returns a plain str
     "any": (object,),
 }
 
