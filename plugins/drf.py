@@ -9,8 +9,11 @@ each level, from the root down, so the queue served next is found by descending 
 child with the smallest weighted share at every level. ``queue.allocated`` already
 includes every descendant's usage (``FleetState._charge``).
 
-The key is ``((s_root, root, s_1, name_1, ..., s_leaf),)`` — one nested tuple, so its
-varying length never collides with the keys of the order plugins after it. Each share is
+The key is ``((s_root, root, s_1, name_1, ..., s_q, q),)`` — one nested tuple, so its
+varying length never collides with the keys of the order plugins after it. In a hierarchy
+equal shares are broken by name at each level, so a subtree is served as a unit (a parent
+before its children); without one (every queue a root) the key is ``((s_q,),)`` and equal
+shares are left to the next order plugins. Each share is
 computed as one correctly rounded division ``allocated / (total * weight)``, so equal
 shares compare equal. Cost: O(depth x resources) per refresh, no loop over queues or jobs.
 A resource with no allocatable in the fleet counts as fully used (share 1) if allocated.
@@ -65,13 +68,14 @@ class Drf(Plugin):
         total = state.fleet_allocatable
         only = self.only
         own = weighted_share(queue.allocated, total, queue.weight, only)
-        if not self.hierarchical or not queue.parent:
-            return ((own,),)
+        if not self.hierarchical or len(state.children(None)) == len(state.queues):
+            return ((own,),)              # flat: equal shares are left to the next order plugins
         key: list[Any] = []
         for parent in reversed(state.ancestors(queue.name)):
             key.append(weighted_share(parent.allocated, total, parent.weight, only))
             key.append(parent.name)
         key.append(own)
+        key.append(queue.name)
         return (tuple(key),)
 
 

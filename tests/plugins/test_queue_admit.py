@@ -5,6 +5,7 @@ from __future__ import annotations
 from engine.model import JobState, Queue
 from plugins.capacity import Capacity
 from plugins.fifo import Fifo
+from plugins.queue_priority import QueuePriority
 from plugins.queue_state import QueueState
 from plugins.volcano_capacity import VolcanoCapacity
 from tests.plugins.queue_helpers import admitted, cluster, engine_with, job, queue, res
@@ -176,3 +177,13 @@ def test_volcano_capacity_is_the_naive_baseline() -> None:
     plugin = VolcanoCapacity({}, None)
     assert plugin.atoll_admit(job("b2", q="b", cpu="10"), engine.state) is None
     assert engine.state.jobs["a1"].state is JobState.ADMITTED
+
+
+def test_guarantee_used_up_in_this_cycle_frees_the_rest_for_others_in_the_same_cycle() -> None:
+    engine = engine_with(order=[QueuePriority({}, None), Fifo({}, None)], admit=[Capacity({}, None)])
+    engine.upsert_cluster(cluster("m1", cpu="10"))
+    engine.upsert_queue(queue("prod", guarantee=res(cpu="6"), priority=1))
+    engine.upsert_queue(queue("dev"))
+    engine.submit(job("p", q="prod", cpu="6", submit=0))
+    engine.submit(job("d", q="dev", cpu="4", submit=1))
+    assert admitted(engine) == ["p", "d"]
