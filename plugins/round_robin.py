@@ -6,6 +6,11 @@ refused keeps its turn and tries its next job (the engine moves on inside the qu
 Counters reset in ``atoll_cycle_start``. Combine with ``queue-priority`` *after* it to visit
 queues in priority order within each pass, as volcano-global does.
 
+Why admissions and not examinations: the engine re-keys queues only after an admission
+(``Engine._queue_key`` is cached per admission count), so a key that changed on a refusal
+would not be seen; counting admissions gives the same rotation whenever heads fit. If the
+engine ever re-keys after every examination, this can count examinations instead.
+
 The engine re-keys a queue right after each admission from it, and a queue's
 ``allocated`` changes only through admissions during a cycle, so an admission is counted
 when the queue's ``allocated`` differs from the last one seen: O(resources), no engine
