@@ -127,3 +127,33 @@ def test_cel_priority_runtime_error_falls_back_to_job_priority_and_is_recorded()
     assert engine.state.jobs["single"].sort_key == (-7,)
     assert engine.state.jobs["pair"].sort_key == (-10,)
     assert admitted(engine) == ["pair", "single"]
+
+
+def test_cel_priority_is_recomputed_when_a_failed_job_is_requeued() -> None:
+    from engine.hookspecs import hookimpl
+    from engine.model import Failure, FailureKind, Recovery
+    from engine.plugin import Plugin
+
+    class Requeue(Plugin):
+        name = "t-requeue"
+        stages = ("recover",)
+
+        @hookimpl
+        def atoll_recover(self) -> Recovery:
+            return Recovery(requeue=True)
+
+    prio = JobPriority({"priority": "job.priority - job.attempts * 10"}, CelCompiler())
+    engine = engine_with(enqueue=[prio], order=[prio], recover=[Requeue({}, None)])
+    engine.upsert_cluster(cluster("m1", cpu="1"))
+    engine.upsert_queue(queue("q"))
+    engine.submit(job("flaky", q="q", priority=5))
+    assert admitted(engine) == ["flaky"]
+    engine.fail("flaky", Failure(FailureKind.JOB_FAILED), 1.0)
+    assert engine.state.jobs["flaky"].sort_key == (5,)          # 5 - 1 * 10 = -5, negated
+
+
+def test_queue_keys_are_configurable() -> None:
+    engine = engine_with(enqueue=[QueueResolve({"queueKeys": ["team"]}, None)])
+    tagged = job("tagged", q="", labels={"team": "t1", "volcano.sh/queue-name": "ignored"})
+    engine.submit(tagged)
+    assert tagged.queue == "t1"
