@@ -157,3 +157,28 @@ def test_queue_keys_are_configurable() -> None:
     tagged = job("tagged", q="", labels={"team": "t1", "volcano.sh/queue-name": "ignored"})
     engine.submit(tagged)
     assert tagged.queue == "t1"
+
+
+def test_cel_results_are_shared_by_jobs_with_equal_inputs() -> None:
+    prio = JobPriority({"priority": "job.priority + ('tier' in job.labels && job.labels['tier'] == 'prod' ? 100 : 0)"},
+                       CelCompiler())
+    engine = engine_with(enqueue=[prio], order=[prio])
+    engine.upsert_queue(queue("q"))
+    for i in range(40):
+        engine.submit(job(f"j{i}", q="q", priority=i % 2, labels={"tier": "prod" if i % 4 < 2 else "dev"},
+                          submit=float(i)))
+    assert prio.expression is not None and prio.expression.evaluations == 4      # (priority, tier) pairs
+    assert engine.state.jobs["j0"].sort_key == (-100,) and engine.state.jobs["j3"].sort_key == (-1,)
+
+
+def test_referenced_fields_and_per_job_fallback_for_bare_job() -> None:
+    from plugins._celjob import JobCel, referenced_fields
+
+    assert referenced_fields("job.priority + size(job.labels) + ('job.kind' == '' ? 1 : 0)") == \
+        frozenset({"priority", "labels"})
+    assert referenced_fields("size(job) > 3") is None
+    bare = JobCel(CelCompiler().compile("size(job) > 0 ? 1 : 0", "w", ("job",), "int"))
+    assert bare.fields is None
+    a, b = job("a"), job("b")
+    assert bare.evaluate(a) == (1, "") and bare.evaluate(b) == (1, "") and bare.evaluations == 2
+    assert bare.evaluate(a) == (1, "") and bare.evaluations == 2
