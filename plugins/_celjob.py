@@ -13,11 +13,34 @@ to one evaluation per job version, keyed on (id, generation, attempts, queue).
 from __future__ import annotations
 
 import re
-from typing import Any, Hashable, Optional
+from typing import Any, Callable, Hashable, Optional
 
 from engine.cel import CelExpression, CelRuntimeError, to_cel
 from engine.cel_vars import VARIABLES, CelCache, job_vars
 from engine.model import Job
+from engine.resources import GPU
+
+FIELDS: dict[str, Callable[[Job], Any]] = {
+    "name": lambda j: j.name,
+    "namespace": lambda j: j.namespace,
+    "kind": lambda j: j.kind,
+    "queue": lambda j: j.queue,
+    "priority": lambda j: j.priority,
+    "priorityClassName": lambda j: j.priority_class,
+    "labels": lambda j: dict(j.labels),
+    "annotations": lambda j: dict(j.annotations),
+    "submitTime": lambda j: float(j.submit_time),
+    "attempts": lambda j: j.attempts,
+    "replicas": lambda j: sum(t.replicas for t in j.tasks),
+    "minAvailable": lambda j: sum(t.min_available for t in j.tasks),
+    "demand": lambda j: dict(j.demand),
+    "minDemand": lambda j: dict(j.min_demand),
+    "gpus": lambda j: j.demand.get(GPU, 0),
+    "tasks": lambda j: [{"name": t.name, "replicas": t.replicas, "minAvailable": t.min_available,
+                         "resources": dict(t.resources)} for t in j.tasks],
+}
+"""One field of ``engine.cel_vars.job_vars`` each, so an expression pays only for what it reads
+(a test keeps them equal to ``job_vars``)."""
 
 _STRING = re.compile(r"'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"")
 
@@ -45,7 +68,7 @@ class JobCel:
     def __init__(self, expression: CelExpression) -> None:
         self.expression = expression
         fields = referenced_fields(expression.text)
-        known = set(VARIABLES["job"])
+        known = set(VARIABLES["job"]) & set(FIELDS)
         self.fields: Optional[tuple[str, ...]] = tuple(sorted(fields)) \
             if fields is not None and fields <= known else None
         self._results: CelCache[Hashable] = CelCache()
@@ -53,12 +76,11 @@ class JobCel:
 
     def evaluate(self, job: Job) -> tuple[Any, str]:
         """(value, '') or (None, error message); cached per distinct input."""
-        values = job_vars(job)
         if self.fields is None:
             key: Hashable = ("job", job.id, job.generation, job.attempts, job.queue)
-            activation = values
+            activation = job_vars(job)
         else:
-            activation = {name: values[name] for name in self.fields}
+            activation = {name: FIELDS[name](job) for name in self.fields}
             key = tuple(freeze(activation[name]) for name in self.fields)
         result: tuple[Any, str] = self._results.get(key, lambda: self._run(activation))
         return result

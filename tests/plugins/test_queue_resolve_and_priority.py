@@ -182,3 +182,16 @@ def test_referenced_fields_and_per_job_fallback_for_bare_job() -> None:
     a, b = job("a"), job("b")
     assert bare.evaluate(a) == (1, "") and bare.evaluate(b) == (1, "") and bare.evaluations == 2
     assert bare.evaluate(a) == (1, "") and bare.evaluations == 2
+
+
+def test_celjob_field_getters_equal_job_vars() -> None:
+    from engine.cel_vars import VARIABLES, job_vars
+    from engine.model import Job, Task
+    from plugins._celjob import FIELDS
+
+    full = Job(id="ns/x", name="x", namespace="ns", kind="Deployment", queue="q", priority=3, priority_class="high",
+               labels={"a": "1"}, annotations={"b": "2"}, submit_time=7, attempts=2,
+               tasks=[Task("w", 3, 2, {"cpu": 1000, "nvidia.com/gpu": 1}), Task("ps", 1, 1, {"cpu": 500})])
+    assert set(FIELDS) == set(VARIABLES["job"])
+    expected = job_vars(full)
+    assert {name: get(full) for name, get in FIELDS.items()} == expected
