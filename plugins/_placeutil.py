@@ -15,7 +15,7 @@ from jsonschema.exceptions import best_match
 
 from engine.errors import InputError
 from engine.model import Job, Placement, Task
-from engine.resources import Resources, add_into, scale
+from engine.resources import Resources, add_into, format_resources, scale
 
 _VALIDATORS: dict[int, Draft202012Validator] = {}
 
@@ -158,18 +158,35 @@ def resource_weights(request: Mapping[str, int], weights: Mapping[str, int]) -> 
 def utilisation_after(request: Mapping[str, int], free: Mapping[str, int], allocatable: Mapping[str, int],
                       weights: Mapping[str, int]) -> Optional[int]:
     """Weighted mean, in percent (0-100, integer), of how full the cluster would be with ``request``
-    placed; None when it does not fit. Used by binpack (higher = fuller) and spread (lower)."""
-    chosen = resource_weights(request, weights)
-    total_weight = sum(chosen.values())
-    if not total_weight:
-        return 0
+    placed; None when it does not fit. Used by binpack (higher = fuller) and spread (lower).
+    ``weights`` are the request's own (see ``resource_weights``), computed once per job."""
+    total_weight = 0
     score = 0
-    for name, weight in chosen.items():
+    for name, weight in weights.items():
         cap = allocatable.get(name, 0)
         want = request[name]
         have = free.get(name, 0)
         if want > have or cap <= 0:
             return None
-        used_after = min(cap, cap - have + want)
-        score += weight * (used_after * 100 // cap)
-    return score // total_weight
+        score += weight * ((cap - have + want) * 100 // cap)
+        total_weight += weight
+    return score // total_weight if total_weight else 0
+
+
+class ReasonCache:
+    """Refusal texts by (demand, what was free): formatting resource vectors costs ~20 us, and a
+    saturated fleet refuses thousands of jobs of a few shapes against the same free capacity."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._texts: dict[tuple[Any, ...], str] = {}
+        self._limit = limit
+
+    def get(self, template: str, need: Mapping[str, int], have: Mapping[str, int]) -> str:
+        key = (template, tuple(need.items()), tuple(have.get(k, 0) for k in need))
+        text = self._texts.get(key)
+        if text is None:
+            if len(self._texts) >= self._limit:
+                self._texts.clear()
+            text = self._texts[key] = template.format(need=format_resources(need),
+                                                      have=format_resources({k: have.get(k, 0) for k in need}))
+        return text
