@@ -8,7 +8,7 @@ tasks into one or several clusters. Nothing here reads the clock or does I/O.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
@@ -155,16 +155,32 @@ def resource_weights(request: Mapping[str, int], weights: Mapping[str, int]) -> 
     return chosen or {name: 1 for name in request if request[name] > 0}
 
 
-def utilisation_after(request: Mapping[str, int], free: Mapping[str, int], allocatable: Mapping[str, int],
-                      weights: Mapping[str, int]) -> Optional[int]:
-    """Weighted mean, in percent (0-100, integer), of how full the cluster would be with ``request``
-    placed; None when it does not fit. Used by binpack (higher = fuller) and spread (lower).
-    ``weights`` are the request's own (see ``resource_weights``), computed once per job."""
+def utilisation_scores(job: Job, clusters: Sequence[Any], free_of: Callable[[str], Mapping[str, int]],
+                       weights: Mapping[str, int]) -> list[Optional[int]]:
+    """Per cluster, the weighted mean in percent (0-100, integer) of how full it would be with the
+    whole job placed, or else with its gang minimum; None where not even that fits. The hot loop of
+    binpack (higher = fuller) and spread (lower): one pass, no per-cluster allocations."""
+    whole = [(n, w, job.demand[n]) for n, w in resource_weights(job.demand, weights).items()]
+    minimum = job.min_demand
+    least = None if minimum == job.demand else \
+        [(n, w, minimum[n]) for n, w in resource_weights(minimum, weights).items()]
+    out: list[Optional[int]] = []
+    for cluster in clusters:
+        free = free_of(cluster.name)
+        allocatable = cluster.allocatable
+        result = _utilisation(whole, free, allocatable)
+        if result is None and least is not None:
+            result = _utilisation(least, free, allocatable)
+        out.append(result)
+    return out
+
+
+def _utilisation(request: list[tuple[str, int, int]], free: Mapping[str, int],
+                 allocatable: Mapping[str, int]) -> Optional[int]:
     total_weight = 0
     score = 0
-    for name, weight in weights.items():
+    for name, weight, want in request:
         cap = allocatable.get(name, 0)
-        want = request[name]
         have = free.get(name, 0)
         if want > have or cap <= 0:
             return None

@@ -74,7 +74,10 @@ class GpuCapacity(Plugin):
         if cached is None or cached[0] is not job:      # a changed job is a new Job object
             if len(self._job_gpus) >= 200_000:
                 self._job_gpus.clear()
-            want = self.gpus(job.demand)
+            known = self._is_gpu
+            asks = any(known.get(name) if name in known else self.is_gpu(name)
+                       for task in job.tasks for name in task.resources)
+            want = self.gpus(job.demand) if asks else {}      # job.demand is not built for CPU-only jobs
             cached = self._job_gpus[job.id] = (job, want, (self.gpus(job.min_demand) or want) if want else want)
         return cached[1], cached[2]
 
