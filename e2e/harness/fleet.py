@@ -208,8 +208,10 @@ class Fleet:
             mk = info.member(m.name)
             self._wait(f"{m.name}-kwok", f"{m.name}: {m.nodes.count} kwok nodes Ready",
                        lambda mk=mk, m=m: _nodes_ready(mk, m.node_names()))
-        self._wait("karmada-controller-manager", "karmada-controller-manager /readyz",
-                   lambda: _http_ok(f"http://127.0.0.1:{p.controller_manager_health}/readyz"))
+        # karmada-controller-manager registers only a liveness check (cmd/controller-manager/app:
+        # LivenessEndpointName /healthz, no AddReadyzCheck), so controller-runtime serves no /readyz.
+        self._wait("karmada-controller-manager", "karmada-controller-manager /healthz",
+                   lambda: _http_ok(f"http://127.0.0.1:{p.controller_manager_health}/healthz"))
         self._wait("karmada-scheduler", "karmada-scheduler /healthz",
                    lambda: _http_ok(f"http://127.0.0.1:{p.scheduler_health}/healthz"))
         for m in cfg.members:
