@@ -26,7 +26,7 @@ def env_lines(info: FleetInfo) -> list[str]:
     lines = [f"export ATOLL_E2E_STATE={shlex.quote(str(info.state_dir))}",
              f"export KUBECONFIG={shlex.quote(str(info.host_kubeconfig))}",
              f"export ATOLL_E2E_HOST_KUBECONFIG={shlex.quote(str(info.host_kubeconfig))}",
-             f"export ATOLL_E2E_MEMBERS={shlex.quote(' '.join(info.member_kubeconfigs))}"]
+             f"export ATOLL_E2E_MEMBER_NAMES={shlex.quote(' '.join(info.member_kubeconfigs))}"]
     lines += [f"export {_env_name(n)}={shlex.quote(str(p))}" for n, p in info.member_kubeconfigs.items()]
     if art is not None:
         lines.append(f"export PATH={shlex.quote(str(art.root / 'bin'))}:\"$PATH\"  # kubectl, helm, kwok ...")
