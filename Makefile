@@ -39,7 +39,7 @@ e2e-build: setup                  ## build/cache Karmada, Kubernetes, kwok, etcd
 
 e2e: e2e-build                    ## e2e suite: starts a fleet (or reuses a healthy one), stops what it started
 	$(BIN)/mypy e2e
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -m e2e e2e
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q e2e
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache
