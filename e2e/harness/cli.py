@@ -78,6 +78,8 @@ def _run(args: argparse.Namespace) -> int:
         print("healthy" if not problems else "UNHEALTHY: " + "; ".join(problems))
         return 0 if not problems else 1
     if args.cmd == "env":
+        if not (state_root() / "fleet.json").is_file():
+            raise FleetError(f"no fleet recorded in {state_root()}: run `e2e/fleet up` (same ATOLL_E2E_STATE)")
         print("\n".join(env_lines(FleetInfo.load())))
         return 0
     if args.cmd == "logs":
