@@ -49,6 +49,7 @@ class FleetInfo:
     token: str
     log_dir: Path
     member_nodes: dict[str, dict[str, Any]]  # name -> {count, allocatable, labels} it was started with
+    base_port: int
 
     @classmethod
     def load(cls, state_dir: Path | None = None) -> FleetInfo:
@@ -58,7 +59,8 @@ class FleetInfo:
                    member_kubeconfigs={k: Path(v) for k, v in raw["member_kubeconfigs"].items()},
                    host_server=raw["host_server"], member_servers=raw["member_servers"],
                    ca_file=Path(raw["ca_file"]), token=Pki(d / "pki").token(), log_dir=d / "logs",
-                   member_nodes=raw.get("member_nodes", {}))
+                   member_nodes=raw.get("member_nodes", {}),
+                   base_port=int(raw.get("base_port") or raw["ports"]["etcd client"]))
 
     def host(self) -> Kube:
         return Kube(self.host_server, self.ca_file, self.token, "karmada-apiserver")
