@@ -143,7 +143,10 @@ class Fleet:
         except BaseException:
             print("[fleet up] failed; stopping what was started (logs kept in "
                   f"{self.state / 'logs'})", flush=True)
-            self.sup.stop_all()
+            try:
+                self.sup.stop_all()
+            except RuntimeError as e:  # report, but keep the original failure as the error
+                print(f"[fleet up] {e}; run `e2e/fleet down` again", flush=True)
             raise
         print(f"[fleet up] ready in {time.monotonic() - t0:.0f}s; `e2e/fleet env` prints KUBECONFIG lines",
               flush=True)
@@ -229,11 +232,11 @@ class Fleet:
         return info
 
     def down(self) -> list[str]:
-        stopped = self.sup.stop_all()
-        leftovers = self.running_components()
-        if leftovers:
-            raise FleetError(f"still running after SIGKILL: {leftovers}")
-        return stopped
+        """Stop every component; returns only when all of them are gone (else FleetError)."""
+        try:
+            return self.sup.stop_all()
+        except RuntimeError as e:
+            raise FleetError(str(e)) from None
 
     def status_problems(self) -> list[str]:
         """Empty when every recorded component runs and the host and member apiservers are ready."""

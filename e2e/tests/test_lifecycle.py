@@ -10,7 +10,7 @@ import pytest
 from e2e.conftest import FleetHandle
 from e2e.harness.config import load_config
 from e2e.harness.fleet import Fleet, FleetError
-from e2e.harness.procs import port_in_use
+from e2e.harness.procs import exited, port_in_use
 
 pytestmark = pytest.mark.e2e
 
@@ -46,15 +46,8 @@ def test_second_fleet_up_status_down_leaves_no_process(fleet: FleetHandle, tmp_p
     finally:
         stopped = f.down()
     assert sorted(stopped) == sorted(procs)
-    leftovers = [n for n, p in procs.items() if Path(f"/proc/{p.pid}").exists() and not _zombie(p.pid)]
+    leftovers = [n for n, p in procs.items() if not exited(p.pid)]
     assert leftovers == [], f"still running after down: {leftovers}"
     busy = [port for _, port in f.cfg.ports.table(f.cfg.members) if port_in_use(port)]
     assert busy == [], f"ports still bound after down: {busy}"
 
-
-def _zombie(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rindex(")") + 2:].startswith("Z")
