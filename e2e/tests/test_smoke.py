@@ -106,3 +106,22 @@ def test_job_propagates_runs_on_kwok_and_completes(fleet: FleetHandle, host: Kub
     until(f"host Job {ns}/{job} status.succeeded == {PARALLELISM}",
           lambda: (host.get(f"/apis/batch/v1/namespaces/{ns}/jobs/{job}").get("status") or {}).get("succeeded")
           == PARALLELISM, show=lambda: host.get(f"/apis/batch/v1/namespaces/{ns}/jobs/{job}").get("status"))
+
+
+def test_gpu_job_requirements_reach_karmada_and_kwok(fleet: FleetHandle, host: Kube, members: dict[str, Kube],
+                                                     ns: str) -> None:
+    """GPUs are an extended resource end to end: binding requirements, member scheduling onto kwok GPUs."""
+    job, target = "gpu", fleet.members[-1]
+    host.apply(batch_job(job, ns, 2, 2, 1, {"cpu": "2", "nvidia.com/gpu": "4"}))
+    host.apply(propagation_policy(job, ns, [{"apiVersion": "batch/v1", "kind": "Job", "name": job}],
+                                  {"clusterAffinity": {"clusterNames": [target]}}))
+    rb = until(f"ResourceBinding {ns}/{job}-job scheduled", lambda: scheduled(host, ns, f"{job}-job"),
+               show=lambda: binding(host, ns, f"{job}-job"))
+    assert rb["spec"]["replicaRequirements"]["resourceRequest"]["nvidia.com/gpu"] == "4"
+    mk = members[target]
+    until(f"GPU Job Complete in {target}",
+          lambda: is_true(mk.get_or_none(f"/apis/batch/v1/namespaces/{ns}/jobs/{job}"), "Complete"),
+          timeout=120, show=lambda: [(p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase"))
+                                     for p in member_pods(mk, ns, job)])
+    nodes = {p["spec"]["nodeName"] for p in member_pods(mk, ns, job)}
+    assert nodes <= set(fleet.node_names(target)), nodes
