@@ -99,7 +99,8 @@ class CelCompiler:
         try:
             ast = self._env.compile(text)
         except celpy.CELParseError as exc:
-            raise InputError(f"CEL syntax error in {text!r}: {_parse_message(exc)}", where) from None
+            raise InputError(f"CEL syntax error {_position(text, exc)} in {text!r}: {_parse_message(exc)}",
+                             where) from None
         undeclared = _free_identifiers(text) - set(variables)
         if undeclared:
             raise InputError(f"CEL expression {text!r} uses unknown variable(s) {sorted(undeclared)}; "
@@ -109,13 +110,18 @@ class CelCompiler:
         except Exception as exc:  # celpy's compiled runner transpiles at this point
             raise InputError(f"CEL expression {text!r} cannot be compiled: {exc}", where) from None
         expression = CelExpression(text, where, tuple(variables), result, program)
+        first: Optional[CelRuntimeError] = None
         for activation in samples if samples is not None else sample_activations(variables):
             try:
                 expression.evaluate_cel(activation)
+                return expression          # one sample shape that works is enough (values vary: "", "1", 0)
             except CelRuntimeError as exc:
-                message = str(exc).removeprefix(f"{where}: ")
-                raise InputError(f"{message} (checked against a sample {', '.join(variables)}; "
-                                 "see docs/policy.md for the fields)", where) from None
+                first = first or exc
+        if first is not None:
+            message = str(first).removeprefix(f"{where}: ")
+            hint = _field_hint(message, variables)
+            raise InputError(f"{message}{hint} (checked against sample {', '.join(variables)} objects; "
+                             "see docs/policy.md for the fields)", where) from None
         return expression
 
 
@@ -152,6 +158,12 @@ def describe_eval_error(exc: BaseException) -> str:
     text = "; ".join(dict.fromkeys(p for p in parts if p))
     text = re.sub(r"<class '(?:celpy\.)?(?:celtypes\.|evaluation\.)?(\w+)'>", r"\1", text)
     text = text.replace("Unexpected CELEvalError", "a failed sub-expression")
+    if "NotImplementedType" in text or "unsupported operand" in text:
+        text = ("no such overload: the operands have different types (CEL never converts between int, uint "
+                "and double: write double(x) or int(x))")
+    text = re.sub(r"no such member in mapping: (?:StringType\()?'([^']+)'\)?(; \1)?", r"no such field or key '\1'",
+                  text)
+    text = text.removeprefix("evaluation error; ")
     return (text[:300] + "...") if len(text) > 300 else text or "evaluation error"
 
 
@@ -174,8 +186,36 @@ def _collect(item: Any, parts: list[str]) -> None:
 
 
 def _parse_message(exc: Exception) -> str:
+    """celpy's message is the offending line plus a caret line; keep both on one line."""
     lines = [line for line in str(exc).splitlines() if line.strip()]
     return " | ".join(lines[:3])
+
+
+def _position(text: str, exc: celpy.CELParseError) -> str:
+    """``at column 14`` (1-based, as celpy reports), with the line for multi-line expressions."""
+    line, column = getattr(exc, "line", None), getattr(exc, "column", None)
+    if column is None:
+        return "at an unknown position"
+    if "\n" in text.strip() and line is not None:
+        return f"at line {line}, column {column}"
+    return f"at column {column}"
+
+
+_NO_MEMBER = re.compile(r"no such field or key '([^']+)'")
+
+
+def _field_hint(message: str, variables: Sequence[str]) -> str:
+    """For a misspelt field, the closest real one: ``; did you mean 'priority'?``."""
+    import difflib
+
+    from engine.cel_vars import VARIABLES
+
+    match = _NO_MEMBER.search(message)
+    if not match:
+        return ""
+    fields = sorted({f for v in variables for f in VARIABLES[v]})
+    close = difflib.get_close_matches(match.group(1), fields, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else f"; fields: {', '.join(fields)}"
 
 
 _IDENT = re.compile(r"(?<![\w.'\"])([A-Za-z_]\w*)")
