@@ -28,11 +28,13 @@ from engine.errors import InputError
 # celpy logs every evaluation error at ERROR with a traceback before raising it; we report it ourselves.
 logging.getLogger("celpy").setLevel(logging.CRITICAL)
 
+# Checked on the plain Python value (``from_cel``): the compiled runner may hand back a bare
+# float or int instead of a celtypes value. bool is excluded from int/number explicitly.
 RESULT_TYPES: dict[str, tuple[type, ...]] = {
-    "int": (celtypes.IntType, celtypes.UintType),
-    "number": (celtypes.IntType, celtypes.UintType, celtypes.DoubleType),
-    "bool": (celtypes.BoolType,),
-    "string": (celtypes.StringType,),
+    "int": (int,),
+    "number": (int, float),
+    "bool": (bool,),
+    "string": (str,),
     "any": (object,),
 }
 
@@ -68,10 +70,12 @@ class CelExpression:
             raise CelRuntimeError(f"{self.where}: {self.text!r}: {exc}") from None
         if isinstance(value, CELEvalError):
             raise CelRuntimeError(f"{self.where}: {self.text!r}: {describe_eval_error(value)}")
-        if not isinstance(value, RESULT_TYPES[self.result]):
+        plain = from_cel(value)
+        wrong_bool = isinstance(plain, bool) and self.result in ("int", "number")
+        if wrong_bool or not isinstance(plain, RESULT_TYPES[self.result]):
             raise CelRuntimeError(f"{self.where}: {self.text!r} must return {self.result}, "
                                   f"returned {_cel_type_name(value)}")
-        return from_cel(value)
+        return plain
 
 
 class CelCompiler:
@@ -240,4 +244,5 @@ def _free_identifiers(text: str) -> set[str]:
 
 
 def _cel_type_name(value: Any) -> str:
-    return type(value).__name__.removesuffix("Type").lower()
+    name = type(value).__name__.removesuffix("Type").lower()
+    return {"float": "double", "str": "string", "dict": "map"}.get(name, name)
