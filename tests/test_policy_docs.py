@@ -29,10 +29,10 @@ def test_every_schema_field_is_documented_with_its_default() -> None:
 
 
 def test_render_replaces_only_the_marked_sections() -> None:
-    text = ("intro\n<!-- BEGIN policy-fields (x) -->\nold\n<!-- END policy-fields -->\nmiddle\n"
+    text = ("intro\n<!-- BEGIN policy-fields (x) -->\nSTALE-TEXT\n<!-- END policy-fields -->\nmiddle\n"
             "<!-- BEGIN cel-variables (x) -->\n<!-- END cel-variables -->\nend\n")
     out = render(text)
-    assert out.startswith("intro\n") and "\nmiddle\n" in out and out.endswith("end\n") and "old" not in out
+    assert out.startswith("intro\n") and "\nmiddle\n" in out and out.endswith("end\n") and "STALE-TEXT" not in out
     assert _marker("cel-variables").search(out)
     with pytest.raises(ValueError, match="lacks the markers of section policy-fields"):
         render("no markers")
