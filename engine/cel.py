@@ -78,11 +78,23 @@ class CelExpression:
         return plain
 
 
+_ENVIRONMENT: Optional[celpy.Environment] = None
+
+
+def _environment() -> celpy.Environment:
+    """One celpy Environment per process: the first builds the CEL parser (~0.4 s) and raises the
+    recursion limit; celpy's parser is a class-level singleton anyway, so sharing loses nothing."""
+    global _ENVIRONMENT
+    if _ENVIRONMENT is None:
+        _ENVIRONMENT = celpy.Environment(runner_class=celpy.CompiledRunner)
+    return _ENVIRONMENT
+
+
 class CelCompiler:
     """Compiles a policy's expressions; one per policy load. Not thread-safe (neither is celpy)."""
 
     def __init__(self) -> None:
-        self._env = celpy.Environment(runner_class=celpy.CompiledRunner)
+        self._env = _environment()
 
     def compile(self, text: str, where: str, variables: Sequence[str] = ("job",), result: str = "any",
                 samples: Optional[Sequence[Mapping[str, Any]]] = None) -> CelExpression:
