@@ -60,6 +60,11 @@ def test_wrong_result_type(cel: CelCompiler) -> None:
     cel.compile("job.submitTime * 2.0", WHERE, ("job",), "number")
 
 
+def test_string_concatenation_is_a_string(cel: CelCompiler) -> None:
+    expr = cel.compile("job.namespace + '-' + job.name", WHERE, ("job",), "string")   # celpy returns a bare str
+    assert expr.evaluate({"job": job_vars(sample_job())}) == "ns-a"
+
+
 def test_int_double_mix_is_explained(cel: CelCompiler) -> None:
     message = compile_error(cel, "job.priority + 1.5", "number")
     assert "no such overload: the operands have different types" in message and "double(x)" in message
