@@ -113,10 +113,6 @@ def test_policy_configmap_is_the_chart_copy_and_parses() -> None:
     cm = one(render(), "ConfigMap")
     text = cm["data"]["policy.yaml"]
     assert text.strip() == (CHART / "files" / "policy.yaml").read_text().strip()
-    from tests.test_policy_files import missing_plugins    # TODO(lead): drop this skip once plugins-* are merged
-    missing = missing_plugins(CHART / "files" / "policy.yaml")
-    if missing:
-        pytest.skip(f"the chart policy needs plugins not merged yet: {', '.join(missing)}")
     kinds = selector_from_text(text, "chart policy").kinds
     assert {"batch.volcano.sh/v1alpha1/Job", "batch/v1/Job", "apps/v1/Deployment"} <= kinds
 
