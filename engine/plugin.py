@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import import_module
 from pathlib import Path
 from typing import Any, ClassVar, Optional
@@ -49,12 +50,18 @@ class Plugin:
         """The config schema: ``schemas/plugins/<name>.schema.json`` for built-ins, else the class attribute."""
         path = SCHEMA_DIR / "plugins" / f"{cls.name}.schema.json"
         if cls.__module__.split(".")[0] == BUILTIN_MODULE and path.exists():
-            loaded: dict[str, Any] = json.loads(path.read_text())
-            return loaded
+            return _schema_file(path)
         return cls.config_schema
 
     def __repr__(self) -> str:
         return f"<plugin {self.name}>"
+
+
+@lru_cache(maxsize=None)
+def _schema_file(path: Path) -> dict[str, Any]:
+    """Read once: the same dict object each time lets engine.schema_check reuse its validator."""
+    loaded: dict[str, Any] = json.loads(path.read_text())
+    return loaded
 
 
 @dataclass(frozen=True)
