@@ -90,6 +90,19 @@ class TBroken(Plugin):
         raise KeyError("oops")
 
 
+class TFieldOnly(Plugin):
+    """Raises InputError naming only its field, as a careless plugin might."""
+
+    name = "t-field-only"
+    stages = ("admit",)
+    config_schema = {"type": "object", "properties": {"mode": {"type": "string"}}}
+
+    def __init__(self, config: dict[str, Any], cel: Any, where: str = "") -> None:
+        super().__init__(config, cel, where)
+        if config.get("mode") == "bad":
+            raise InputError("mode 'bad' is not supported", "spec.plugins.t-field-only.mode")
+
+
 class TBadSchema(Plugin):
     name = "t-bad-schema"
     stages = ("admit",)
@@ -106,7 +119,7 @@ class TBadHook(Plugin):
 
 
 CATALOG = PluginCatalog({cls.name: PluginEntry(cls, "tests 0") for cls in
-                         (TPriority, TCounter, TFifo, TBroken, TBadSchema, TBadHook)})
+                         (TPriority, TCounter, TFifo, TBroken, TBadSchema, TBadHook, TFieldOnly)})
 
 GOOD = """\
 apiVersion: atoll.dev/v1alpha1
@@ -303,3 +316,8 @@ def test_plugin_with_broken_schema_or_hook_is_named() -> None:
     message = error(replace("admit: [t-counter]", "admit: [t-counter, t-bad-hook]"))
     assert message.startswith("p.yaml: plugin t-bad-hook (tests 0) has an invalid hook implementation:")
     assert "nonsense" in message
+
+
+def test_plugin_input_error_without_the_file_gets_it() -> None:
+    text = replace("admit: [t-counter]", "admit: [t-counter, t-field-only]") + "    t-field-only: {mode: bad}\n"
+    assert error(text) == "p.yaml: spec.plugins.t-field-only.mode (line 17): mode 'bad' is not supported"

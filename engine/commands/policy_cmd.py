@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from engine.errors import AtollError
 
@@ -12,7 +13,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     parser = subparsers.add_parser("policy", help="work with scheduling policies")
     sub = parser.add_subparsers(dest="policy_command", metavar="ACTION", required=True)
     validate = sub.add_parser("validate", help="validate policy files (schema, plugins, plugin configs, CEL)")
-    validate.add_argument("files", nargs="+", metavar="FILE")
+    validate.add_argument("files", nargs="+", metavar="FILE", help="policy files, or directories of *.yaml")
     validate.set_defaults(func=_validate)
 
 
@@ -22,7 +23,7 @@ def _validate(args: argparse.Namespace) -> int:
 
     catalog = default_catalog()
     failed = 0
-    for path in args.files:
+    for path in _expand(args.files):
         try:
             policy = load_policy(path, catalog)
         except AtollError as exc:
@@ -31,3 +32,15 @@ def _validate(args: argparse.Namespace) -> int:
             continue
         print(f"OK {path}: policy {policy.name} (placementMode {policy.placement_mode}; {policy.summary()})")
     return 1 if failed else 0
+
+
+def _expand(paths: list[str]) -> list[str]:
+    """Files as given; a directory stands for its *.yaml and *.yml files (sorted)."""
+    out: list[str] = []
+    for path in paths:
+        p = Path(path)
+        if p.is_dir():
+            out.extend(str(f) for f in sorted([*p.glob("*.yaml"), *p.glob("*.yml")]))
+        else:
+            out.append(path)
+    return out
