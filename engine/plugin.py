@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Optional
 import pluggy
 
 from engine.errors import InputError
-from engine.hookspecs import PROJECT, STAGES, DiscoverySpecs
+from engine.hookspecs import PROJECT, STAGES, DiscoverySpecs, StageSpecs
 
 ENTRY_POINT_GROUP = "atoll.plugins"
 BUILTIN_MODULE = "plugins"
@@ -151,3 +151,8 @@ def _check_plugin_class(cls: object, source: str) -> None:
         raise InputError(
             f"{source}: plugin {cls.name!r} declares stages {list(cls.stages)}; allowed: {list(STAGES)}", "plugins"
         )
+    misspelt = [attr for attr in dir(cls)
+                if hasattr(getattr(cls, attr, None), f"{PROJECT}_impl") and not hasattr(StageSpecs, attr)]
+    if misspelt:
+        raise InputError(f"{source}: plugin {cls.name!r} marks {', '.join(misspelt)} as hook implementation(s), "
+                         "but engine/hookspecs.py has no such hook (misspelt?)", "plugins")

@@ -163,3 +163,26 @@ def test_broken_third_party_package_is_named_not_a_traceback(tmp_path: Path, mon
         discover()
     assert str(info.value).startswith("plugins: cannot load plugin package broken-pkg 1.0 (entry point broken = "
                                       "broken_pkg_missing_module): ModuleNotFoundError:")
+
+
+def test_misspelt_hook_name_is_reported_at_discovery(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from engine.hookspecs import hookimpl
+    from engine.plugin import Plugin
+
+    class Typo(Plugin):
+        name = "typo"
+        stages = ("admit",)
+
+        @hookimpl
+        def atoll_admitt(self) -> None:
+            return None
+
+    module = types.ModuleType("atoll_test_typo")
+    module.atoll_plugin_classes = hookimpl(lambda: [Typo])  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "atoll_test_typo", module)
+    with pytest.raises(InputError) as info:
+        discover(entry_points=False, extra_modules=("atoll_test_typo",))
+    assert str(info.value) == ("plugins: atoll_test_typo: plugin 'typo' marks atoll_admitt as hook implementation(s), "
+                               "but engine/hookspecs.py has no such hook (misspelt?)")
