@@ -243,7 +243,7 @@ _CEL_WORDS = {"true", "false", "null", "in", "has", "size", "int", "uint", "doub
 
 def _free_identifiers(text: str) -> set[str]:
     """Top-level names an expression reads, minus CEL's own words and macro loop variables."""
-    stripped = _STRING.sub("''", text)
+    stripped = re.sub(r"\s*\.\s*", ".", _STRING.sub("''", text))     # "job . priority" is "job.priority"
     loop_vars = set(re.findall(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,", stripped))
     names = set()
     for match in _IDENT.finditer(stripped):

@@ -54,6 +54,13 @@ def test_unknown_variable(cel: CelCompiler) -> None:
     cel.compile("job.tasks.all(t, t.replicas > 0) && 'x' in job.labels", WHERE, ("job",), "bool")
 
 
+def test_free_variables_ignore_fields_strings_macros_and_spacing(cel: CelCompiler) -> None:
+    cel.compile("job . priority + job.\n  attempts", WHERE, ("job",), "int")
+    cel.compile("has(job.labels.tier) && job.tasks.exists(t, t.replicas > 1) && 'queue.x y' in job.labels",
+                WHERE, ("job",), "bool")
+    assert "unknown variable(s) ['t']" in compile_error(cel, "job.tasks.exists(x, t.replicas > 1)", "bool")
+
+
 def test_wrong_result_type(cel: CelCompiler) -> None:
     assert compile_error(cel, "job.priority > 1").startswith("'job.priority > 1' must return int, returned bool")
     assert compile_error(cel, "job.name", "number").startswith("'job.name' must return number, returned string")
