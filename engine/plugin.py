@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import import_module
@@ -24,6 +25,7 @@ from engine.hookspecs import PROJECT, STAGES, DiscoverySpecs, StageSpecs
 ENTRY_POINT_GROUP = "atoll.plugins"
 BUILTIN_MODULE = "plugins"
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+PLUGIN_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")      # the pattern of schemas/policy.schema.json
 
 
 class Plugin:
@@ -146,6 +148,9 @@ def _check_plugin_class(cls: object, source: str) -> None:
         raise InputError(f"{source} returned {cls!r}, which is not an engine.plugin.Plugin subclass", "plugins")
     if not cls.name:
         raise InputError(f"{source}: plugin class {cls.__qualname__} has no name", "plugins")
+    if not PLUGIN_NAME.fullmatch(cls.name):
+        raise InputError(f"{source}: plugin name {cls.name!r} must be lower-case letters, digits and '-' "
+                         "(as policies list it)", "plugins")
     unknown = set(cls.stages) - set(STAGES)
     if unknown or not cls.stages:
         raise InputError(

@@ -186,3 +186,20 @@ def test_misspelt_hook_name_is_reported_at_discovery(monkeypatch: pytest.MonkeyP
         discover(entry_points=False, extra_modules=("atoll_test_typo",))
     assert str(info.value) == ("plugins: atoll_test_typo: plugin 'typo' marks atoll_admitt as hook implementation(s), "
                                "but engine/hookspecs.py has no such hook (misspelt?)")
+
+
+def test_plugin_names_must_be_listable(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from engine.hookspecs import hookimpl
+    from engine.plugin import Plugin
+
+    class Upper(Plugin):
+        name = "My.Plugin"
+        stages = ("admit",)
+
+    module = types.ModuleType("atoll_test_upper")
+    module.atoll_plugin_classes = hookimpl(lambda: [Upper])  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "atoll_test_upper", module)
+    with pytest.raises(InputError, match=r"plugin name 'My.Plugin' must be lower-case letters, digits and '-'"):
+        discover(entry_points=False, extra_modules=("atoll_test_upper",))
