@@ -119,7 +119,9 @@ class CelCompiler:
                              where) from None
         undeclared = _free_identifiers(text) - set(variables)
         if undeclared:
-            raise InputError(f"CEL expression {text!r} uses unknown variable(s) {sorted(undeclared)}; "
+            offset = min(_ident_at(text, name) for name in undeclared)
+            raise InputError(f"CEL expression {text!r} uses unknown variable(s) {sorted(undeclared)} "
+                             f"(first at {_column_of(text, offset)}); "
                              f"available here: {list(variables)}", where)
         try:
             program = self._env.program(ast)
@@ -135,7 +137,7 @@ class CelCompiler:
                 first = first or exc
         if first is not None:
             message = str(first).removeprefix(f"{where}: ")
-            hint = _field_hint(message, variables)
+            hint = _field_hint(message, variables, text)
             raise InputError(f"{message}{hint} (checked against sample {', '.join(variables)} objects; "
                              "see docs/policy.md for the fields)", where) from None
         return expression
@@ -220,8 +222,8 @@ def _position(text: str, exc: celpy.CELParseError) -> str:
 _NO_MEMBER = re.compile(r"no such field or key '([^']+)'")
 
 
-def _field_hint(message: str, variables: Sequence[str]) -> str:
-    """For a misspelt field, the closest real one: ``; did you mean 'priority'?``."""
+def _field_hint(message: str, variables: Sequence[str], text: str) -> str:
+    """For a misspelt field: where it is and the closest real one (``at column 5; did you mean 'priority'?``)."""
     import difflib
 
     from engine.cel_vars import VARIABLES
@@ -229,9 +231,19 @@ def _field_hint(message: str, variables: Sequence[str]) -> str:
     match = _NO_MEMBER.search(message)
     if not match:
         return ""
+    name = match.group(1)
+    found = re.search(rf"\.\s*({re.escape(name)})\b", text)
+    where = f" at {_column_of(text, found.start(1))}" if found else ""
     fields = sorted({f for v in variables for f in VARIABLES[v]})
-    close = difflib.get_close_matches(match.group(1), fields, n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else f"; fields: {', '.join(fields)}"
+    close = difflib.get_close_matches(name, fields, n=1, cutoff=0.6)
+    return where + (f"; did you mean {close[0]!r}?" if close else f"; fields: {', '.join(fields)}")
+
+
+def _column_of(text: str, offset: int) -> str:
+    """``column 5`` (1-based), with the line when the expression spans several."""
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return f"line {line}, column {column}" if "\n" in text.strip() else f"column {column}"
 
 
 _IDENT = re.compile(r"(?<![\w.'\"])([A-Za-z_]\w*)")
@@ -239,6 +251,12 @@ _STRING = re.compile(r"'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"")
 _CEL_WORDS = {"true", "false", "null", "in", "has", "size", "int", "uint", "double", "string", "bool", "bytes",
               "type", "duration", "timestamp", "matches", "startsWith", "endsWith", "contains", "exists",
               "all", "exists_one", "map", "filter", "dyn", "list", "max", "min"}
+
+
+def _ident_at(text: str, name: str) -> int:
+    """Offset of the first free occurrence of ``name`` (0 if not found)."""
+    found = re.search(rf"(?<![\w.'\"]){re.escape(name)}\b", text)
+    return found.start() if found else 0
 
 
 def _free_identifiers(text: str) -> set[str]:

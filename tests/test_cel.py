@@ -40,16 +40,20 @@ def test_syntax_error_has_column(cel: CelCompiler) -> None:
 
 def test_unknown_field_fails_at_load_with_suggestion(cel: CelCompiler) -> None:
     message = compile_error(cel, "job.prority + 1")
-    assert message.startswith("'job.prority + 1': no such field or key 'prority'; did you mean 'priority'?")
+    assert message.startswith("'job.prority + 1': no such field or key 'prority' at column 5; "
+                              "did you mean 'priority'?")
     message = compile_error(cel, "job.lables['tier'] == 'x'", "bool")      # misspelt map field, not a key
-    assert "no such field or key 'lables'; did you mean 'labels'?" in message
+    assert "no such field or key 'lables' at column 5; did you mean 'labels'?" in message
+    message = compile_error(cel, "job.priority +\n  job.atempts")
+    assert "no such field or key 'atempts' at line 2, column 7; did you mean 'attempts'?" in message
     message = compile_error(cel, "job.zzz", "any")
     assert "; fields: annotations, attempts," in message                  # no close match: list them
 
 
 def test_unknown_variable(cel: CelCompiler) -> None:
     assert compile_error(cel, "queue.weight") == \
-        "CEL expression 'queue.weight' uses unknown variable(s) ['queue']; available here: ['job']"
+        "CEL expression 'queue.weight' uses unknown variable(s) ['queue'] (first at column 1); available here: ['job']"
+    assert "(first at column 16)" in compile_error(cel, "job.priority + cluster.free['cpu']")
     cel.compile("queue.weight * 2 + job.priority", WHERE, ("job", "queue"), "int")
     cel.compile("job.tasks.all(t, t.replicas > 0) && 'x' in job.labels", WHERE, ("job",), "bool")
 

@@ -290,12 +290,12 @@ def test_cel_errors_name_file_path_line_and_column() -> None:
                               "'job.priority +'")
     message = error(replace("\"job.priority + (job.labels['tier'] == 'prod' ? 1000 : 0)\"", "'job.prority'"))
     assert message.startswith("p.yaml: spec.plugins.t-priority.priority (line 15): 'job.prority': "
-                              "no such field or key 'prority'; did you mean 'priority'?")
+                              "no such field or key 'prority' at column 5; did you mean 'priority'?")
     message = error(replace("\"job.priority + (job.labels['tier'] == 'prod' ? 1000 : 0)\"", "'job.priority > 1'"))
     assert message.startswith("p.yaml: spec.plugins.t-priority.priority (line 15): 'job.priority > 1' must return "
                               "int, returned bool")
     message = error(replace("\"job.priority + (job.labels['tier'] == 'prod' ? 1000 : 0)\"", "'queue.priority'"))
-    assert "unknown variable(s) ['queue']; available here: ['job']" in message
+    assert "unknown variable(s) ['queue'] (first at column 1); available here: ['job']" in message
 
 
 def test_cel_default_is_compiled_too() -> None:
