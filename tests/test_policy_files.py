@@ -88,3 +88,17 @@ def test_validate_cli_accepts_a_directory(capsys: pytest.CaptureFixture[str]) ->
     assert main(["policy", "validate", str(ROOT / "policies")]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in lines] == [f"OK {p}" for p in POLICIES]
+
+
+@pytest.mark.parametrize("path", POLICIES, ids=[p.name for p in POLICIES])
+def test_policy_show_prints_a_valid_fixed_point(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`atoll policy show` output is itself a valid policy whose effective form is the same."""
+    from engine.cli import main
+    from engine.commands.policy_cmd import effective
+    from engine.policy import load_policy_text
+
+    assert main(["policy", "show", str(path)]) == 0
+    shown = capsys.readouterr().out
+    again = load_policy_text(shown, "shown.yaml")
+    assert effective(again) == effective(load_policy(path))
+    assert again.pipeline.describe() == load_policy(path).pipeline.describe()

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 from pathlib import Path
 
+from typing import TYPE_CHECKING, Any
+
 from engine.errors import AtollError
+
+if TYPE_CHECKING:
+    from engine.policy import Policy
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -15,6 +21,10 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     validate = sub.add_parser("validate", help="validate policy files (schema, plugins, plugin configs, CEL)")
     validate.add_argument("files", nargs="+", metavar="FILE", help="policy files, or directories of *.yaml")
     validate.set_defaults(func=_validate)
+    show = sub.add_parser("show", help="print a policy as the engine uses it: defaults filled in, every plugin's "
+                                       "effective config")
+    show.add_argument("file", metavar="FILE")
+    show.set_defaults(func=_show)
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -44,3 +54,22 @@ def _expand(paths: list[str]) -> list[str]:
         else:
             out.append(path)
     return out
+
+
+def effective(policy: "Policy") -> dict[str, Any]:
+    """The policy document with schema defaults and every listed plugin's effective config."""
+    doc = copy.deepcopy(policy.raw)
+    doc["spec"]["managedWorkloads"] = copy.deepcopy(policy.managed_workloads)
+    doc["spec"]["plugins"] = {plugin.name: copy.deepcopy(plugin.config) for plugin in policy.pipeline.plugins}
+    return doc
+
+
+def _show(args: argparse.Namespace) -> int:
+    import yaml
+
+    from engine.policy import load_policy
+
+    policy = load_policy(args.file)
+    print(f"# {args.file}: effective policy (sha256 {policy.digest[:12]})")
+    print(yaml.safe_dump(effective(policy), sort_keys=False, default_flow_style=False, width=120), end="")
+    return 0
