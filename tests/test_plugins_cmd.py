@@ -203,3 +203,21 @@ def test_plugin_names_must_be_listable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "atoll_test_upper", module)
     with pytest.raises(InputError, match=r"plugin name 'My.Plugin' must be lower-case letters, digits and '-'"):
         discover(entry_points=False, extra_modules=("atoll_test_upper",))
+
+
+def test_a_name_clash_with_a_builtin_names_both_sources(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from engine.hookspecs import hookimpl
+    from engine.plugin import Plugin
+
+    class MyFifo(Plugin):
+        name = "fifo"
+        stages = ("order",)
+
+    module = types.ModuleType("atoll_test_clash")
+    module.atoll_plugin_classes = hookimpl(lambda: [MyFifo])  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "atoll_test_clash", module)
+    with pytest.raises(InputError) as info:
+        discover(entry_points=False, extra_modules=("atoll_test_clash",))
+    assert str(info.value) == "plugins: plugin name 'fifo' is provided twice: by atoll (built-in) and by atoll_test_clash"
