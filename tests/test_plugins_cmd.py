@@ -44,7 +44,7 @@ spec:
   plugins:
     t-counter: {limit: 100}
     max-attempts:
-      limit: "job.labels['tier'] == 'prod' ? 3 : 1"
+      limit: "'tier' in job.labels && job.labels['tier'] == 'prod' ? 3 : 1"
       delay: 5
 """
 
@@ -123,6 +123,23 @@ def test_installed_plugin_runs_in_the_engine(installed: Path, monkeypatch: pytes
     assert engine.cycle(2).admitted == []                         # still in its 5 s backoff
     again = engine.cycle(6).admitted
     assert [a.job_id for a in again] == ["prod"] and "m1" not in again[0].placement
+
+
+def test_installed_plugin_falls_back_when_cel_fails_on_a_job(installed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(installed))
+    catalog = PluginCatalog({**discover().entries, **CATALOG.entries})
+    text = POLICY.replace("'tier' in job.labels && job.labels['tier'] == 'prod' ? 3 : 1", "int(job.labels['attempts'])")
+    text = text.replace("      delay: 5\n", "      delay: 5\n      fallbackLimit: 1\n")
+    engine = Engine(load_policy_text(text, "p.yaml", catalog).pipeline)
+    engine.upsert_cluster(Cluster("m1", allocatable=parse_resources({"cpu": "10"})))
+    engine.upsert_queue(Queue("default"))
+    engine.submit(Job(id="j", name="j", tasks=[Task("w", 1, 1, parse_resources({"cpu": "1"}))]))   # no label
+    assert [a.job_id for a in engine.cycle(0).admitted] == ["j"]
+    gave_up = engine.fail("j", Failure(FailureKind.JOB_FAILED, cluster="m1"), now=1)
+    assert not gave_up.requeue
+    assert gave_up.reason == ("max-attempts: gave up after 1 attempt(s) (limit 1; fallback, p.yaml: "
+                              "spec.plugins.max-attempts.limit: \"int(job.labels['attempts'])\": "
+                              "no such field or key 'attempts'): JobFailed")
 
 
 def test_describe_rows_use_description_or_docstring() -> None:
