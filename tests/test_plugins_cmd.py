@@ -238,3 +238,12 @@ def test_a_name_clash_with_a_builtin_names_both_sources(monkeypatch: pytest.Monk
     with pytest.raises(InputError) as info:
         discover(entry_points=False, extra_modules=("atoll_test_clash",))
     assert str(info.value) == "plugins: plugin name 'fifo' is provided twice: by atoll (built-in) and by atoll_test_clash"
+
+
+def test_builtins_are_listed_as_built_in(capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.cli import main
+
+    assert main(["plugins", "list", "--json"]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert rows["gang"]["source"] == "atoll (built-in)" and rows["gang"]["stages"] == ["admit", "place"]
+    assert all(row["description"] for row in rows.values())
