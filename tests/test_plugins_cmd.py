@@ -247,3 +247,19 @@ def test_builtins_are_listed_as_built_in(capsys: pytest.CaptureFixture[str]) -> 
     rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
     assert rows["gang"]["source"] == "atoll (built-in)" and rows["gang"]["stages"] == ["admit", "place"]
     assert all(row["description"] for row in rows.values())
+
+
+def test_contributing_example_plugin_works() -> None:
+    """The MaxGpus example in CONTRIBUTING.md is real code: it loads through a policy and refuses."""
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, object] = {}
+    exec(compile(code, "CONTRIBUTING.md", "exec"), namespace)
+    cls = namespace["MaxGpus"]
+    catalog = PluginCatalog({"max-gpus": PluginEntry(cls, "docs")})  # type: ignore[arg-type]
+    policy = load_policy_text("apiVersion: atoll.dev/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: x}\n"
+                              "spec:\n  pipeline: {admit: [max-gpus]}\n  plugins: {max-gpus: {limit: '2'}}\n",
+                              "p.yaml", catalog)
+    job = Job(id="a", name="a", tasks=[Task("w", 3, 3, {"nvidia.com/gpu": 1})])
+    refusal = policy.pipeline.admit(job=job, state=None)
+    assert refusal is not None and refusal.reason == "3 GPUs > limit 2"
