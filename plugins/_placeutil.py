@@ -74,7 +74,8 @@ def fit_count(per_replica: Mapping[str, int], free: Mapping[str, int], cap: int)
 
 def place_in_one(job: Job, free: Mapping[str, int]) -> Optional[dict[str, int]]:
     """Replicas per task for ``job`` in a cluster with ``free``: minAvailable of every task
-    (else None), then as many further replicas as fit, task by task in the job's order."""
+    (else None), then as many further replicas as fit, task by task in the job's order.
+    None as well when not a single replica fits (a job of minAvailable 0 must still start)."""
     left = dict(free)
     out: dict[str, int] = {}
     for task in job.tasks:
@@ -88,7 +89,10 @@ def place_in_one(job: Job, free: Mapping[str, int]) -> Optional[dict[str, int]]:
         if extra:
             add_into(left, scale(task.resources, extra), -1)
             out[task.name] += extra
-    return {name: n for name, n in out.items() if n}
+    placed = {name: n for name, n in out.items() if n}
+    if not placed and any(t.replicas for t in job.tasks):
+        return None             # minAvailable 0 everywhere still means "start something"
+    return placed
 
 
 def whole_fits(job: Job, free: Mapping[str, int]) -> bool:

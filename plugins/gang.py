@@ -87,7 +87,10 @@ class Gang(Plugin):
                            f"cannot hold the minimum (replicas left over: {unplaced})", self.name)
         extras = {t.name: t.replicas - t.min_available for t in job.tasks}
         more, _, _ = pack_across(job.tasks, names, left, extras)
-        return merge(placement, more)
+        placed = merge(placement, more)
+        if not placed and any(t.replicas for t in job.tasks):
+            return Refusal("not a single replica fits in any candidate cluster", self.name)
+        return placed
 
 
 PLUGINS = [Gang]

@@ -139,6 +139,7 @@ def check(engine: Engine, variant: str) -> None:
         counts = placed_counts(placement)
         for t in job.tasks:
             assert t.min_available <= counts.get(t.name, 0) <= t.replicas, f"{job.id} partial gang: {placement}"
+        assert sum(counts.values()) or not any(t.replicas for t in job.tasks), f"{job.id} admitted with nothing"
         splittable = variant == "split" or (variant == "spread-split" and not is_gang(job))
         if not splittable:
             assert len(placement) <= 1, f"{job.id} split over {sorted(placement)}"
