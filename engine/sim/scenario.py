@@ -80,6 +80,7 @@ class JobSpec:
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     deadline: Optional[float] = None
+    where: str = ""                 # its place in the file, for messages
 
     @property
     def id(self) -> str:
@@ -229,14 +230,14 @@ def _build(raw: dict[str, Any], source: str, seed_override: Optional[int]) -> Sc
             jobs.append(_job(g, f"{g['namePrefix']}-{k:0{width}d}", start + k * every, duration, where, at))
     _unique([j.id for j in jobs], at("jobs"), "job")
 
-    used = {j.queue for j in jobs}
+    used = {job.queue for job in jobs}
     if "default" in used and "default" not in queue_names:
         queues.append(Queue("default"))
         queue_names.add("default")
-    for j in jobs:
-        if j.queue not in queue_names:
-            raise InputError(f"job {j.name} names queue {j.queue!r}, which is not declared in spec.queues",
-                             at("queues"))
+    for job in jobs:
+        if job.queue not in queue_names:
+            raise InputError(f"job {job.name}: queue {job.queue!r} is not declared in spec.queues "
+                             f"(declared: {', '.join(sorted(queue_names)) or 'none'})", at(f"{job.where}.queue"))
 
     cluster_names = {c.name for c in clusters}
     events: list[ClusterEvent] = []
@@ -277,7 +278,7 @@ def _job(raw: dict[str, Any], name: str, submit_at: float, duration: float, wher
     return JobSpec(name=name, queue=raw.get("queue", "default"), submit_at=submit_at, duration=duration, tasks=tasks,
                    namespace=raw.get("namespace", "default"), priority=int(raw.get("priority", 0)),
                    priority_class=raw.get("priorityClassName", ""), labels=dict(raw.get("labels", {})),
-                   annotations=dict(raw.get("annotations", {})), deadline=deadline)
+                   annotations=dict(raw.get("annotations", {})), deadline=deadline, where=where)
 
 
 def _unique(names: list[str], where: str, what: str) -> None:
