@@ -1,0 +1,162 @@
+"""The event loop around the engine: two-level scheduling, deadlines, cluster loss, nothing lost."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from engine.model import Task
+from engine.sim.driver import simulate
+from engine.sim.members import Member
+from engine.sim.report import build_report
+from tests.sim.helpers import PlaceAnywhere, RequeueElsewhere, nodes, pipeline, scenario
+
+TASK = "[{name: worker, replicas: 10, minAvailable: 10, resources: {cpu: \"2\", memory: 2Gi}}]"
+
+
+def burst(count: int, deadline: str = "", duration: str = "{min: 30s, max: 60s}") -> str:
+    extra = f"\n    deadline: {deadline}" if deadline else ""
+    return f"""
+generators:
+  - count: {count}
+    namePrefix: job
+    submitAt: {{start: 0s, every: 0s}}
+    duration: {duration}{extra}
+    tasks: {TASK}
+"""
+
+
+def test_kube_default_members_deadlock_when_everything_is_admitted() -> None:
+    """Seed 004: pods of many jobs interleave, each job holds part of its gang, none can run."""
+    s = scenario(f"clusters: [{{name: m1, nodes: {nodes(4)}}}]\n" + burst(8, deadline="300s"),
+                 member="kube-default", seed=3)
+    result = simulate(s, pipeline(PlaceAnywhere({}, None)), "admit-all")
+    jobs = result.jobs.values()
+    partial = [j for j in jobs if j.partial]
+    assert len(partial) >= 2
+    failed = [j for j in jobs if j.state == "Failed"]
+    assert failed and all(j.attempts[-1].outcome == "DeadlineExceeded" for j in failed)
+    assert all(j.attempts[-1].start_time is None for j in failed)
+
+
+def test_volcano_members_never_run_a_partial_gang_even_when_everything_is_admitted() -> None:
+    s = scenario(f"clusters: [{{name: m1, nodes: {nodes(4)}}}]\n" + burst(8), member="volcano", seed=3)
+    result = simulate(s, pipeline(PlaceAnywhere({}, None)), "admit-all")
+    assert all(j.state == "Succeeded" and not j.partial for j in result.jobs.values())
+    # at most two 20-cpu gangs fit on 40 cpu at a time
+    assert max(sample.running for sample in result.timeline) <= 2
+
+
+def test_engine_gated_kube_default_does_not_deadlock() -> None:
+    """The engine admits against reported capacity plus its own in-flight reservations: no over-admission."""
+    s = scenario(f"clusters: [{{name: m1, nodes: {nodes(4)}}}]\n" + burst(8, deadline="900s"),
+                 member="kube-default", seed=3)
+    result = simulate(s, pipeline(), "engine-default")
+    assert all(j.state == "Succeeded" and not j.partial for j in result.jobs.values())
+
+
+def test_member_gang_binds_all_or_nothing() -> None:
+    member = Member("m", {}, [{"cpu": 4000}, {"cpu": 4000}], "volcano", random.Random(1))
+    tasks = {"w": Task("w", 3, 3, {"cpu": 2000})}
+    member.add("big", {"w": 3}, tasks)
+    member.add("small", {"w": 1}, {"w": Task("w", 1, 1, {"cpu": 3000})})
+    assert member.schedule() == {"big"}
+    assert member.bound("big") == {"w": 3} and member.bound("small") == {}
+    assert member.allocated == {"cpu": 6000} and member.allocating == {"cpu": 3000}
+    member.remove("big")
+    assert member.schedule() == {"small"} and member.allocated == {"cpu": 3000} and not member.allocating
+
+
+def test_kube_default_member_binds_pod_by_pod_and_holds_nodes() -> None:
+    member = Member("m", {}, [{"cpu": 4000}], "kube-default", random.Random(1))
+    member.add("j", {"w": 3}, {"w": Task("w", 3, 3, {"cpu": 2000})})
+    assert member.schedule() == {"j"}
+    assert member.bound("j") == {"w": 2} and member.allocated == {"cpu": 4000} and member.allocating == {"cpu": 2000}
+    snapshot = member.snapshot(5.0)
+    assert (snapshot.allocated, snapshot.allocating, snapshot.status_time) == ({"cpu": 4000}, {"cpu": 2000}, 5.0)
+
+
+def test_a_cluster_going_notready_kills_its_jobs_and_recover_requeues_them_elsewhere() -> None:
+    body = f"""
+clusters:
+  - {{name: m1, nodes: {nodes(2)}}}
+  - {{name: m2, nodes: {nodes(2)}}}
+{burst(2, duration="100s")}
+events:
+  - {{at: 50s, cluster: m1, ready: false}}
+  - {{at: 500s, cluster: m1, ready: true}}
+"""
+    s = scenario(body)
+    result = simulate(s, pipeline(RequeueElsewhere({}, None)), "requeue")
+    jobs = result.jobs
+    lost = [j for j in jobs.values() if any(a.outcome == "ClusterLost" for a in j.attempts)]
+    assert len(lost) == 1
+    job = lost[0]
+    assert job.state == "Succeeded" and len(job.attempts) == 2
+    first, second = job.attempts
+    assert list(first.placement) == ["m1"] and first.end_time == 50.0
+    assert list(second.placement) == ["m2"] and second.admit_time >= 55.0    # after the 5 s backoff
+    assert all(j.state == "Succeeded" for j in jobs.values())
+
+
+def test_without_a_recover_plugin_a_lost_job_fails_but_is_reported() -> None:
+    body = f"""
+clusters: [{{name: m1, nodes: {nodes(2)}}}]
+{burst(1, duration="100s")}
+events: [{{at: 50s, cluster: m1, ready: false}}]
+"""
+    result = simulate(scenario(body), pipeline(), "no-recover")
+    job = next(iter(result.jobs.values()))
+    assert job.state == "Failed" and job.attempts[0].outcome == "ClusterLost" and "no recover plugin" in job.reason
+
+
+def test_pods_that_fit_no_node_are_unschedulable_in_the_member() -> None:
+    body = f"""
+clusters: [{{name: m1, nodes: {nodes(4)}}}]
+jobs:
+  - {{name: huge-pod, duration: 10s, tasks: [{{name: w, replicas: 1, resources: {{cpu: "16"}}}}]}}
+"""
+    result = simulate(scenario(body), pipeline(), "plain")
+    job = result.jobs["default/huge-pod"]
+    assert job.state == "Failed" and job.attempts[0].outcome == "Unschedulable"
+
+
+def test_nothing_is_lost_jobs_that_never_fit_stay_pending_with_a_reason() -> None:
+    body = f"""
+clusters: [{{name: m1, nodes: {nodes(2)}}}]
+jobs:
+  - {{name: fits, duration: 10s, tasks: [{{name: w, replicas: 2, resources: {{cpu: "2"}}}}]}}
+  - {{name: too-big, duration: 10s, tasks: [{{name: w, replicas: 30, resources: {{cpu: "2"}}}}]}}
+"""
+    result = simulate(scenario(body), pipeline(), "plain")
+    report = build_report(result)
+    states = {j["name"]: j["state"] for j in report["jobs"]}
+    assert states == {"fits": "Succeeded", "too-big": "Pending"}
+    assert "no ready cluster has room" in result.jobs["default/too-big"].reason
+    assert report["summary"]["jobs"] == {"total": 2, "Succeeded": 1, "Failed": 0, "Pending": 1, "Running": 0}
+    assert not result.horizon_reached                 # it stopped because nothing could change
+
+
+def test_engine_sees_capacity_only_at_status_ticks() -> None:
+    """A finished job frees capacity for the engine only at the next status report."""
+    body = f"""
+clusters: [{{name: m1, nodes: {nodes(1)}}}]
+jobs:
+  - {{name: a, submitAt: 0s, duration: 12s, tasks: [{{name: w, replicas: 5, resources: {{cpu: "2"}}}}]}}
+  - {{name: b, submitAt: 1s, duration: 10s, tasks: [{{name: w, replicas: 5, resources: {{cpu: "2"}}}}]}}
+"""
+    result = simulate(scenario(body, status="10s"), pipeline(), "plain")
+    b = result.jobs["default/b"].attempts[0]
+    assert result.jobs["default/a"].finish_time == 12.0
+    assert b.admit_time == 20.0                       # the report at t=20 is the first to show a gone
+
+
+def test_same_seed_same_report_different_seed_different_interleaving() -> None:
+    def run(seed: int) -> str:
+        s = scenario(f"clusters: [{{name: m1, nodes: {nodes(4)}}}]\n" + burst(8, deadline="300s"),
+                     member="kube-default", seed=seed)
+        report = build_report(simulate(s, pipeline(PlaceAnywhere({}, None)), "admit-all"))
+        report["summary"].pop("simulation")
+        return json.dumps(report, sort_keys=True)
+    assert run(5) == run(5)
+    assert run(5) != run(6)
