@@ -132,7 +132,11 @@ class Simulation:
     # -- the loop ----------------------------------------------------------------------------
     def _loop(self) -> bool:
         period = self.scenario.schedule_period
+        stalled, previous = 0, -1.0
         while True:
+            stalled, previous = (stalled + 1 if self.now == previous else 0), self.now
+            if stalled > 1000:              # a bug, not an input problem: fail loudly instead of spinning
+                raise RuntimeError(f"simulator made no progress at t={self.now}")
             next_time = self._events[0][0] if self._events else None
             timer = self.engine.next_timer()
             if timer is not None:
@@ -151,7 +155,7 @@ class Simulation:
                 self._apply(kind, payload)
             self._schedule_members()
             if self._dirty:
-                if self.now - self._last_cycle >= period:
+                if self.now >= self._last_cycle + period:    # the timer's own expression: no float drift
                     self._cycle()
                     self._schedule_members()
                 elif not self._cycle_pending:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import random
+from typing import Optional
 
-from engine.model import Task
+from engine.core.state import FleetState
+from engine.hookspecs import hookimpl
+from engine.model import Job, Refusal, Task
+from engine.plugin import Plugin
 from engine.sim.driver import simulate
 from engine.sim.members import Member
 from engine.sim.report import build_report
@@ -160,3 +164,35 @@ def test_same_seed_same_report_different_seed_different_interleaving() -> None:
         return json.dumps(report, sort_keys=True)
     assert run(5) == run(5)
     assert run(5) != run(6)
+
+
+class RetryOnce(Plugin):
+    """Refuses each job once with a retry time: exercises engine timers under a schedulePeriod."""
+
+    name = "t-retry-once"
+    stages = ("admit",)
+
+    def __init__(self, config: dict, cel: object, where: str = "") -> None:
+        super().__init__(config, cel, where)
+        self.seen: set[str] = set()
+
+    @hookimpl
+    def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:
+        if job.id in self.seen:
+            return None
+        self.seen.add(job.id)
+        return Refusal("not yet", self.name, retry_at=state.now + 0.001)
+
+
+def test_timers_with_a_schedule_period_and_inexact_float_times_make_progress() -> None:
+    """2046.749 + 10 - 2046.749 < 10 in floats: the loop once spun forever there."""
+    body = f"""
+schedulePeriod: 10s
+clusters: [{{name: m1, nodes: {nodes(2)}}}]
+jobs:
+  - {{name: a, submitAt: 2046.749, duration: 5s, tasks: [{{name: w, replicas: 1, resources: {{cpu: "1"}}}}]}}
+  - {{name: b, submitAt: 2050.5, duration: 5s, tasks: [{{name: w, replicas: 1, resources: {{cpu: "1"}}}}]}}
+"""
+    result = simulate(scenario(body), pipeline(RetryOnce({}, None)), "retry")
+    assert all(j.state == "Succeeded" for j in result.jobs.values())
+    assert result.jobs["default/a"].attempts[0].admit_time == 2056.749      # next cycle after the period
