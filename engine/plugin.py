@@ -8,8 +8,11 @@ packages (entry-point group ``atoll.plugins``) are found the same way, through t
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import re
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import import_module
 from pathlib import Path
 from typing import Any, ClassVar, Optional
@@ -17,11 +20,12 @@ from typing import Any, ClassVar, Optional
 import pluggy
 
 from engine.errors import InputError
-from engine.hookspecs import PROJECT, STAGES, DiscoverySpecs
+from engine.hookspecs import PROJECT, STAGES, DiscoverySpecs, StageSpecs
 
 ENTRY_POINT_GROUP = "atoll.plugins"
 BUILTIN_MODULE = "plugins"
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+PLUGIN_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")      # the pattern of schemas/policy.schema.json
 
 
 class Plugin:
@@ -48,12 +52,18 @@ class Plugin:
         """The config schema: ``schemas/plugins/<name>.schema.json`` for built-ins, else the class attribute."""
         path = SCHEMA_DIR / "plugins" / f"{cls.name}.schema.json"
         if cls.__module__.split(".")[0] == BUILTIN_MODULE and path.exists():
-            loaded: dict[str, Any] = json.loads(path.read_text())
-            return loaded
+            return _schema_file(path)
         return cls.config_schema
 
     def __repr__(self) -> str:
         return f"<plugin {self.name}>"
+
+
+@lru_cache(maxsize=None)
+def _schema_file(path: Path) -> dict[str, Any]:
+    """Read once: the same dict object each time lets engine.schema_check reuse its validator."""
+    loaded: dict[str, Any] = json.loads(path.read_text())
+    return loaded
 
 
 @dataclass(frozen=True)
@@ -82,17 +92,23 @@ def discover(entry_points: bool = True, extra_modules: tuple[str, ...] = ()) -> 
     pm.register(import_module(BUILTIN_MODULE), name=BUILTIN_MODULE)
     for module in extra_modules:
         pm.register(import_module(module), name=module)
-    if entry_points:
-        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
-    pm.check_pending()
     sources: dict[str, str] = {}
-    for plugin, dist in pm.list_plugin_distinfo():
-        sources[pm.get_name(plugin) or ""] = f"{dist.project_name} {dist.version}"
+    if entry_points:
+        sources = _load_entry_points(pm)
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        raise InputError(f"plugin module {exc.plugin!r} implements an unknown hook: {exc}", "plugins") from None
     entries: dict[str, PluginEntry] = {}
     for impl in pm.hook.atoll_plugin_classes.get_hookimpls():
         module_name = impl.plugin_name
         source = sources.get(module_name, "atoll (built-in)" if module_name == BUILTIN_MODULE else module_name)
-        classes: list[type[Plugin]] = impl.function()  # type: ignore[assignment]
+        try:
+            announced: Any = impl.function()
+            classes: list[Any] = list(announced)
+        except Exception as exc:
+            raise InputError(f"{source}: atoll_plugin_classes() failed: {type(exc).__name__}: {exc}",
+                             "plugins") from None
         for cls in classes:
             _check_plugin_class(cls, source)
             if cls.name in entries:
@@ -104,13 +120,44 @@ def discover(entry_points: bool = True, extra_modules: tuple[str, ...] = ()) -> 
     return PluginCatalog(entries)
 
 
+def _load_entry_points(pm: pluggy.PluginManager) -> dict[str, str]:
+    """Register every ``atoll.plugins`` entry point; a broken package is named, not a traceback.
+
+    Returns {registered name: "dist version"}. Like pluggy's load_setuptools_entrypoints,
+    but with one error per failing entry point."""
+    sources: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        for ep in dist.entry_points:
+            if ep.group != ENTRY_POINT_GROUP or pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
+                continue
+            label = f"{dist.metadata['name']} {dist.version}"
+            try:
+                module = ep.load()
+                pm.register(module, name=ep.name)
+            except pluggy.PluginValidationError as exc:
+                raise InputError(f"{label}: entry point {ep.name} = {ep.value}: {exc}", "plugins") from None
+            except Exception as exc:
+                raise InputError(f"cannot load plugin package {label} (entry point {ep.name} = {ep.value}): "
+                                 f"{type(exc).__name__}: {exc}", "plugins") from None
+            sources[ep.name] = label
+    return sources
+
+
 def _check_plugin_class(cls: object, source: str) -> None:
     if not (isinstance(cls, type) and issubclass(cls, Plugin)):
         raise InputError(f"{source} returned {cls!r}, which is not an engine.plugin.Plugin subclass", "plugins")
     if not cls.name:
         raise InputError(f"{source}: plugin class {cls.__qualname__} has no name", "plugins")
+    if not PLUGIN_NAME.fullmatch(cls.name):
+        raise InputError(f"{source}: plugin name {cls.name!r} must be lower-case letters, digits and '-' "
+                         "(as policies list it)", "plugins")
     unknown = set(cls.stages) - set(STAGES)
     if unknown or not cls.stages:
         raise InputError(
             f"{source}: plugin {cls.name!r} declares stages {list(cls.stages)}; allowed: {list(STAGES)}", "plugins"
         )
+    misspelt = [attr for attr in dir(cls)
+                if hasattr(getattr(cls, attr, None), f"{PROJECT}_impl") and not hasattr(StageSpecs, attr)]
+    if misspelt:
+        raise InputError(f"{source}: plugin {cls.name!r} marks {', '.join(misspelt)} as hook implementation(s), "
+                         "but engine/hookspecs.py has no such hook (misspelt?)", "plugins")
