@@ -48,7 +48,7 @@ def resolve_policy(path: Optional[str]) -> Path:
 def load_pipeline(path: Path) -> tuple[Pipeline, str]:
     """Load a policy with engine.policy (imported lazily: the simulator ships before/without it)."""
     try:
-        from engine.policy import load_policy  # type: ignore[import-not-found, unused-ignore]
+        from engine.policy import load_policy
     except ModuleNotFoundError as exc:
         if exc.name == "engine.policy":
             raise InputError("cannot load policies: engine/policy.py is not part of this build", str(path)) from None

@@ -7,20 +7,17 @@ same file (or two policies compared on it) see exactly the same jobs.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
-
-import jsonschema
-import yaml
 
 from engine.errors import InputError
 from engine.model import Job, Queue, Task
 from engine.resources import CPU, Resources, add_into, parse_resources, scale
+from engine.schema_check import first_error, load_schema_file
+from engine.yaml_source import PathPart, format_path, line_of, load_yaml
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent.parent / "schemas" / "scenario.schema.json"
 MEMBER_SCHEDULERS = ("volcano", "kube-default")
@@ -135,42 +132,47 @@ class Scenario:
         return total
 
 
-@lru_cache(maxsize=1)
-def _validator() -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
-
-
-def _path(parts: Any) -> str:
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(document)"
+def _parts(field_path: str) -> list[PathPart]:
+    """``spec.jobs[3].tasks[0].resources.cpu`` -> ["spec", "jobs", 3, "tasks", 0, "resources", "cpu"]."""
+    parts: list[PathPart] = []
+    for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", field_path):
+        parts.append(int(index) if index else name)
+    return parts
 
 
 def load_scenario(path: str | Path, seed: Optional[int] = None) -> Scenario:
     """Load and expand a scenario file; ``seed`` overrides spec.seed (generators, pod interleaving)."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise InputError(f"cannot read scenario: {exc.strerror}", str(path)) from None
+        raise InputError(f"cannot read scenario: {exc.strerror or exc}", str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"scenario is not UTF-8 text: {exc.reason} at byte {exc.start}", str(path)) from None
     return load_scenario_text(text, str(path), seed)
 
 
 def load_scenario_text(text: str, source: str, seed: Optional[int] = None) -> Scenario:
+    """Validate ``text`` (named ``source`` in every message) and expand it. Errors read
+    ``file: spec.jobs[3].duration (line 41): invalid duration '90 seconds' ...``."""
+    raw = load_yaml(text, source)             # duplicate keys are errors, syntax errors carry line/column
+    problem = first_error(load_schema_file(SCHEMA_PATH), raw)
+    if problem is not None:
+        path, message = problem
+        raise _located(text, source, path, message)
     try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        raise InputError(f"not valid YAML{at}: {getattr(exc, 'problem', None) or exc}", source) from None
-    errors = sorted(_validator().iter_errors(raw), key=lambda e: (list(map(str, e.absolute_path)), e.message))
-    if errors:
-        error = jsonschema.exceptions.best_match(errors) or errors[0]
-        where = f"{source}: {_path(error.absolute_path)}"
-        more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
-        raise InputError(error.message + more, where)
-    return _build(raw, source, seed)
+        return _build(raw, source, seed)
+    except InputError as exc:
+        prefix = f"{source}: "
+        if not exc.where.startswith(prefix):
+            raise
+        raise _located(text, source, _parts(exc.where[len(prefix):]), exc.message) from None
+
+
+def _located(text: str, source: str, path: list[PathPart], message: str) -> InputError:
+    line = line_of(text, path)
+    where = f"{source}: {format_path(path) or '(document)'}" + (f" (line {line})" if line else "")
+    return InputError(message, where)
 
 
 def _build(raw: dict[str, Any], source: str, seed_override: Optional[int]) -> Scenario:

@@ -81,7 +81,7 @@ generators:
 
 def test_schema_errors_name_file_and_field() -> None:
     msg = error(BASE.replace("replicas: 2", "replicas: 0"))
-    assert msg.startswith("bad.yaml: spec.jobs[0].tasks[0].replicas:") and "minimum" in msg
+    assert msg == "bad.yaml: spec.jobs[0].tasks[0].replicas (line 19): 0 is less than the minimum of 1"
     msg = error(BASE.replace("deadline: 1h", "deadlin: 1h"))
     assert "bad.yaml: spec.jobs[0]" in msg and "deadlin" in msg
     msg = error(BASE.replace("name: m1", "name: M_1"))
@@ -90,15 +90,15 @@ def test_schema_errors_name_file_and_field() -> None:
 
 def test_bad_values_name_the_field() -> None:
     assert error(BASE.replace("duration: 90s", "duration: 90 seconds")).startswith(
-        "bad.yaml: spec.jobs[0].duration: invalid duration '90 seconds'")
+        "bad.yaml: spec.jobs[0].duration (line 16): invalid duration '90 seconds'")
     assert error(BASE.replace("cpu: 500m", "cpu: 5 cores")).startswith(
-        "bad.yaml: spec.jobs[0].tasks[0].resources.cpu: invalid quantity '5 cores'")
-    assert error(BASE.replace('cpu: "8"', 'cpu: lots')).startswith("bad.yaml: spec.queues[0].capability.cpu:")
+        "bad.yaml: spec.jobs[0].tasks[0].resources.cpu (line 19): invalid quantity '5 cores'")
+    assert error(BASE.replace('cpu: "8"', 'cpu: lots')).startswith("bad.yaml: spec.queues[0].capability.cpu (line 11):")
     assert "spec.clusters[0].nodes[0].allocatable.memory" in error(BASE.replace("memory: 10Gi", "memory: 10GB!"))
 
 
 def test_semantic_errors_name_the_field() -> None:
-    assert error(BASE.replace("queue: q", "queue: nope")).startswith("bad.yaml: spec.jobs[0].queue: job a: queue")
+    assert error(BASE.replace("queue: q", "queue: nope")).startswith("bad.yaml: spec.jobs[0].queue (line 14): job a: queue")
     assert "minAvailable 3 exceeds replicas 2" in error(BASE.replace("replicas: 2,", "replicas: 2, minAvailable: 3,"))
     dup = BASE + "  - {name: a, queue: q, duration: 1, tasks: [{name: w, replicas: 1, resources: {cpu: 1}}]}\n"
     assert "job 'default/a' is declared twice" in error(dup)
@@ -108,13 +108,18 @@ def test_semantic_errors_name_the_field() -> None:
 def test_zero_status_period_is_refused() -> None:
     text = ("apiVersion: atoll.dev/v1alpha1\nkind: Scenario\nmetadata: {name: t}\nspec:\n  statusPeriod: 0s\n"
             f"  clusters: [{{name: m1, nodes: {nodes(1)}}}]\n")
-    with pytest.raises(InputError, match="z.yaml: spec.statusPeriod: must be greater than zero"):
+    with pytest.raises(InputError, match=r"z.yaml: spec.statusPeriod \(line 5\): must be greater than zero"):
         load_scenario_text(text, "z.yaml")
 
 
 def test_yaml_syntax_error_names_line() -> None:
-    with pytest.raises(InputError, match=r"y.yaml: not valid YAML \(line \d+, column \d+\)"):
+    with pytest.raises(InputError, match=r"y.yaml: line 3, column 1: YAML syntax error"):
         load_scenario_text("apiVersion: x\nkind: [unclosed\n", "y.yaml")
+
+
+def test_duplicate_keys_are_errors_not_silently_dropped() -> None:
+    text = BASE.replace("    duration: 90s\n", "    duration: 90s\n    duration: 30s\n")
+    assert "found duplicate key 'duration' (first at line 16)" in error(text)
 
 
 def test_missing_file_is_an_input_error(tmp_path: Path) -> None:
