@@ -8,6 +8,24 @@ from typing import Any
 from engine.errors import InputError
 
 
+def _window(report: dict[str, Any]) -> int:
+    """Samples per minute of simulated time: enough to see trends, not status-tick jitter."""
+    return max(1, int(60 // max(report["statusPeriod"], 1e-9))) if len(report["timeline"]) > 120 else 1
+
+
+def _smooth(values: list[float], window: int) -> list[float]:
+    if window <= 1:
+        return values
+    out: list[float] = []
+    total = 0.0
+    for i, value in enumerate(values):
+        total += value
+        if i >= window:
+            total -= values[i - window]
+        out.append(total / min(i + 1, window))
+    return out
+
+
 def write_plot(report: dict[str, Any], path: str | Path) -> None:
     import matplotlib
 
@@ -36,12 +54,17 @@ def write_plot(report: dict[str, Any], path: str | Path) -> None:
     ax1.grid(alpha=0.3)
 
     clusters = sorted({c for s in timeline for c in s["clusterUtilisation"]})
+    window = _window(report)
+    series = {c: _smooth([100 * s["clusterUtilisation"].get(c, 0.0) for s in timeline], window) for c in clusters}
     for cluster in clusters:
-        ax2.plot(times, [100 * s["clusterUtilisation"].get(cluster, 0.0) for s in timeline], label=cluster,
-                 linewidth=1)
+        ax2.plot(times, series[cluster], label=cluster, linewidth=1, alpha=0.8)
+    if len(clusters) > 1:
+        mean = [sum(series[c][i] for c in clusters) / len(clusters) for i in range(len(times))]
+        ax2.plot(times, mean, label="mean", color="black", linewidth=2)
     ax2.set_ylabel("% (dominant resource)")
     ax2.set_ylim(0, 105)
-    ax2.set_title("Per-cluster utilisation (pods bound on nodes)", loc="left", fontsize=10)
+    smoothing = f", {window * report['statusPeriod']:g}s moving average" if window > 1 else ""
+    ax2.set_title(f"Per-cluster utilisation (pods bound on nodes{smoothing})", loc="left", fontsize=10)
     ax2.legend(loc="lower left", fontsize=8, ncol=min(len(clusters), 6))
     ax2.grid(alpha=0.3)
 
