@@ -185,28 +185,28 @@ COMPARE_METRICS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
     ("wait p95 (s)", lambda s: s["wait"]["p95"]),
     ("cpu held", lambda s: s["utilisation"]["held"].get("cpu")),
     ("cpu useful", lambda s: s["utilisation"]["useful"].get("cpu")),
-    ("worst queue off its weight", lambda s: max((q["deviationFromWeight"] or 0.0 for q in s["queues"].values()),
+    ("worst queue off weight", lambda s: max((q["deviationFromWeight"] or 0.0 for q in s["queues"].values()),
                                                  default=None) if len(s["queues"]) > 1 else None),
     ("wall time (s)", lambda s: s["simulation"]["wallSeconds"]),
 ]
 
 
 def compare_table(reports: list[dict[str, Any]]) -> Table:
-    """Metrics side by side; each later policy also as a ratio to the first."""
+    """Metrics side by side; every later policy also as a ratio to the first, in its cell."""
     base = reports[0]
-    table = Table(title=f"atoll simulate --compare: {base['scenario']} (members: {base['memberScheduler']})",
-                  title_justify="left")
-    table.add_column("metric", style="bold")
+    table = Table(title=f"atoll simulate --compare: {base['scenario']} (members: {base['memberScheduler']}); "
+                        f"ratios are to {base['policy']}", title_justify="left")
+    table.add_column("metric", style="bold", no_wrap=True)
     for r in reports:
-        table.add_column(r["policy"], justify="right")
-    for r in reports[1:]:
-        table.add_column(f"{r['policy']} / {base['policy']}", justify="right", style="dim")
+        table.add_column(r["policy"], justify="right", no_wrap=True)
     for label, get in COMPARE_METRICS:
         values = [get(r["summary"]) for r in reports]
-        cells = [_fmt(v) for v in values]
+        cells = [_fmt(values[0])]
         for v in values[1:]:
-            cells.append(f"{v / values[0]:.2f}x" if isinstance(v, (int, float)) and isinstance(values[0], (int, float))
-                         and values[0] else "-")
+            ratio = ""
+            if isinstance(v, (int, float)) and isinstance(values[0], (int, float)) and values[0]:
+                ratio = f" ({v / values[0]:.2f}x)"
+            cells.append(_fmt(v) + ratio)
         table.add_row(label, *cells)
     return table
 
