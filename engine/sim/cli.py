@@ -13,7 +13,7 @@ from rich.table import Table
 
 from engine.errors import InputError
 from engine.pipeline import Pipeline
-from engine.sim.driver import Progress, simulate
+from engine.sim.driver import SimResult, simulate
 from engine.sim.report import build_report
 from engine.sim.scenario import Scenario, load_scenario
 
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace, loader: PipelineLoader = load_pipeline, consol
     pipelines = [loader(p) for p in policies]          # load (and validate) every policy before running any
     reports = []
     for index, (pipeline, name) in enumerate(pipelines):
-        result = simulate(scenario, pipeline, name, progress=_progress_bar(scenario, name, console))
+        result = _simulate(scenario, pipeline, name, console)
         report = build_report(result)
         reports.append(report)
         if args.report:
@@ -106,25 +106,33 @@ def _write_json(report: dict[str, Any], path: str) -> None:
         raise InputError(f"cannot write report: {exc.strerror}", path) from None
 
 
-_Bar = tuple[Any, Any]
+class _ProgressBar:
+    """A rich progress bar over jobs done, only when a person is watching (a TTY) a long run."""
+
+    def __init__(self, scenario: Scenario, policy: str, console: Console) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn
+
+        self.bar = Bar(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                       TextColumn("jobs done"), TextColumn("sim t={task.fields[t]}"), TimeElapsedColumn(),
+                       console=console, transient=True)
+        self.task = self.bar.add_task(f"{scenario.name} / {policy}", total=len(scenario.jobs), t="0s")
+        self.bar.start()
+
+    def __call__(self, now: float, done: int, total: int) -> None:
+        self.bar.update(self.task, completed=done, t=f"{now:.0f}s")
+
+    def stop(self) -> None:
+        self.bar.stop()
 
 
-def _progress_bar(scenario: Scenario, policy: str, console: Console) -> Optional[Progress]:
-    """A rich progress bar on long runs, only when a person is watching (a TTY)."""
+def _simulate(scenario: Scenario, pipeline: Pipeline, name: str, console: Console) -> SimResult:
     if len(scenario.jobs) < _PROGRESS_MIN_JOBS or not console.is_terminal:
-        return None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn
-
-    bar = Bar(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("jobs done"),
-              TextColumn("sim t={task.fields[t]}"), TimeElapsedColumn(), console=console, transient=True)
-    task = bar.add_task(f"{scenario.name} / {policy}", total=len(scenario.jobs), t="0s")
-    bar.start()
-
-    def update(now: float, done: int, total: int) -> None:
-        bar.update(task, completed=done, t=f"{now:.0f}s")
-        if done >= total:
-            bar.stop()
-    return update
+        return simulate(scenario, pipeline, name)
+    bar = _ProgressBar(scenario, name, console)
+    try:
+        return simulate(scenario, pipeline, name, progress=bar)
+    finally:
+        bar.stop()
 
 
 def _fmt(value: Any, unit: str = "") -> str:
