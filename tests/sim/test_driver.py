@@ -196,3 +196,19 @@ jobs:
     result = simulate(scenario(body), pipeline(RetryOnce({}, None)), "retry")
     assert all(j.state == "Succeeded" for j in result.jobs.values())
     assert result.jobs["default/a"].attempts[0].admit_time == 2056.749      # next cycle after the period
+
+
+def test_a_gang_that_fits_the_cluster_total_but_not_its_nodes_is_unschedulable() -> None:
+    """9 cpu of pods fit 10 cpu of cluster, but two 5-cpu nodes host only one 3-cpu pod each... twice."""
+    member = Member("m", {}, [{"cpu": 5000}, {"cpu": 5000}], "volcano", random.Random(1))
+    tasks = {"w": Task("w", 3, 3, {"cpu": 3000})}
+    assert not member.could_ever_fit({"w": 3}, tasks)
+    assert member.could_ever_fit({"w": 2}, tasks)
+    body = f"""
+clusters: [{{name: m1, nodes: [{{count: 2, allocatable: {{cpu: "5"}}}}]}}]
+jobs:
+  - {{name: j, duration: 10s, tasks: [{{name: w, replicas: 3, resources: {{cpu: "3"}}}}]}}
+"""
+    result = simulate(scenario(body), pipeline(), "plain")
+    attempt = result.jobs["default/j"].attempts[0]
+    assert attempt.outcome == "Unschedulable" and "no node of m1" in attempt.message
