@@ -140,3 +140,11 @@ def test_kubecon_scenario_is_the_talks_test() -> None:
     assert {(t.replicas, t.min_available, t.resources["cpu"]) for j in s.jobs for t in j.tasks} == {(10, 10, 2000)}
     total = sum(20000 * j.duration for j in s.jobs)
     assert lower_bound(s) == pytest.approx(max(total / 1_000_000, max(j.duration for j in s.jobs)))
+
+
+def test_kube_default_variant_differs_only_in_member_scheduler() -> None:
+    a = load_scenario(ROOT / "scenarios" / "kubecon-1000.yaml")
+    b = load_scenario(ROOT / "scenarios" / "kubecon-1000-kube-default.yaml")
+    assert (a.member_scheduler, b.member_scheduler) == ("volcano", "kube-default")
+    assert [(j.name, j.duration, j.deadline) for j in a.jobs] == [(j.name, j.duration, j.deadline) for j in b.jobs]
+    assert [c.nodes for c in a.clusters] == [c.nodes for c in b.clusters]
