@@ -59,6 +59,7 @@ class Sample:
     backlog: int                       # waiting for admission in the engine
     waiting_in_members: int            # admitted, gang not yet running
     running: int
+    useful: float                      # dominant share of the fleet held by running jobs (gang complete)
     cluster_util: dict[str, float]     # dominant share of allocated/allocatable per cluster
     queue_share: dict[str, float]      # dominant share of the fleet admitted per queue
     queue_backlog: dict[str, int]
@@ -102,6 +103,7 @@ class Simulation:
         self._done = 0
         self._unstarted_admitted = 0
         self._running = 0
+        self._running_demand: Resources = {}
         self.timeline: list[Sample] = []
         self.held: dict[str, float] = {}
         self.cycles = 0
@@ -249,6 +251,7 @@ class Simulation:
                 attempt.start_time = self.now
                 self._unstarted_admitted -= 1
                 self._running += 1
+                add_into(self._running_demand, _demand(sim.spec))
                 self._push(self.now + sim.spec.duration, FINISH, (job_id, len(sim.attempts)))
             elif any(bound.values()):
                 sim.partial = True
@@ -262,6 +265,7 @@ class Simulation:
         self._release(job_id, attempt)
         attempt.end_time, attempt.outcome = self.now, "Succeeded"
         self._running -= 1
+        add_into(self._running_demand, _demand(sim.spec), -1)
         self.engine.finished(job_id, True)
         sim.state, sim.finish_time = "Succeeded", self.now
         self._done += 1
@@ -276,6 +280,7 @@ class Simulation:
             self._unstarted_admitted -= 1
         else:
             self._running -= 1
+            add_into(self._running_demand, _demand(sim.spec), -1)
         recovery = self.engine.fail(job_id, Failure(kind, cluster, message), self.now)
         if not recovery.requeue:
             sim.state, sim.finish_time, sim.reason = "Failed", self.now, recovery.reason
@@ -324,7 +329,7 @@ class Simulation:
         shares = {q.name: _dominant(q.allocated, self._fleet) for q in self.engine.state.queues.values()}
         backlog = {q: self.engine.pending_count(q) for q in self.engine.state.queues}
         self.timeline.append(Sample(self.now, self.engine.pending_count(), self._unstarted_admitted, self._running,
-                                    util, shares, backlog))
+                                    _dominant(self._running_demand, self._fleet), util, shares, backlog))
 
     def _close(self) -> None:
         """Anything not finished by the end is reported as it stands: nothing is lost."""
@@ -336,6 +341,14 @@ class Simulation:
             job = self.engine.state.jobs.get(sim.spec.id)
             if job is not None and job.state is JobState.PENDING:
                 sim.reason = job.pending_reason
+
+
+def _demand(spec: JobSpec) -> Resources:
+    """All replicas of all tasks (a running job's pods, extras included once bound)."""
+    total: Resources = {}
+    for task in spec.tasks:
+        add_into(total, {k: v * task.replicas for k, v in task.resources.items()})
+    return total
 
 
 def _dominant(allocated: Resources, total: Resources) -> float:

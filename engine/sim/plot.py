@@ -61,10 +61,13 @@ def write_plot(report: dict[str, Any], path: str | Path) -> None:
     if len(clusters) > 1:
         mean = [sum(series[c][i] for c in clusters) / len(clusters) for i in range(len(times))]
         ax2.plot(times, mean, label="mean", color="black", linewidth=2)
+    useful = _smooth([100 * s.get("usefulShare", 0.0) for s in timeline], window)
+    ax2.plot(times, useful, label="fleet used by running jobs", color="black", linestyle=":", linewidth=2)
     ax2.set_ylabel("% (dominant resource)")
     ax2.set_ylim(0, 105)
     smoothing = f", {window * report['statusPeriod']:g}s moving average" if window > 1 else ""
-    ax2.set_title(f"Per-cluster utilisation (pods bound on nodes{smoothing})", loc="left", fontsize=10)
+    ax2.set_title(f"Utilisation: pods bound on nodes per cluster; dotted: fleet used by running jobs{smoothing}",
+                  loc="left", fontsize=10)
     ax2.legend(loc="lower left", fontsize=8, ncol=min(len(clusters), 6))
     ax2.grid(alpha=0.3)
 

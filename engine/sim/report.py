@@ -148,6 +148,7 @@ def build_report(result: SimResult) -> dict[str, Any]:
         "jobs": [job_record(j) for j in sorted(result.jobs.values(), key=lambda j: (j.spec.submit_at, j.spec.id))],
         "timeline": [{
             "time": _r(s.time), "backlog": s.backlog, "waitingInMembers": s.waiting_in_members, "running": s.running,
+            "usefulShare": _r(s.useful, 4),
             "clusterUtilisation": {k: _r(v, 4) for k, v in s.cluster_util.items()},
             "queueShare": {k: _r(v, 4) for k, v in s.queue_share.items()},
         } for s in result.timeline],
