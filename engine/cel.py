@@ -176,13 +176,29 @@ def describe_eval_error(exc: BaseException) -> str:
     text = "; ".join(dict.fromkeys(p for p in parts if p))
     text = re.sub(r"<class '(?:celpy\.)?(?:celtypes\.|evaluation\.)?(\w+)'>", r"\1", text)
     text = text.replace("Unexpected CELEvalError", "a failed sub-expression")
-    if "NotImplementedType" in text or "unsupported operand" in text:
-        text = ("no such overload: the operands have different types (CEL never converts between int, uint "
-                "and double: write double(x) or int(x))")
+    compared = _COMPARED.search(text)
+    if compared:
+        left, right = (_cel_kind(t) for t in compared.groups())
+        text = f"no such overload: cannot compare {left} and {right}{_CONVERT_HINT}"
+    elif "NotImplementedType" in text or "unsupported operand" in text:
+        text = f"no such overload: the operands have different types{_CONVERT_HINT}"
     text = re.sub(r"no such member in mapping: (?:StringType\()?'([^']+)'\)?(; \1)?", r"no such field or key '\1'",
                   text)
+    text = text.replace("return error for overflow; overflow", "integer overflow")
+    text = text.replace("return error for overflow; ", "")
+    text = re.sub(r"invalid literal for int\(\) with base 10: ", "not an integer: ", text)
+    text = _CEL_VALUE.sub(r"\2", text)                  # StringType('x') -> 'x', IntType(1) -> 1
     text = text.removeprefix("evaluation error; ")
     return (text[:300] + "...") if len(text) > 300 else text or "evaluation error"
+
+
+_COMPARED = re.compile(r"no such overload: \w+Type\(.*?\) (\w+)Type != \w+Type\(.*?\) (\w+)Type")
+_CEL_VALUE = re.compile(r"\b(String|Int|Uint|Double|Bool)Type\(([^()]*)\)")
+_CONVERT_HINT = " (CEL never converts types implicitly: write int(x), double(x) or string(x))"
+
+
+def _cel_kind(name: str) -> str:
+    return {"Int": "int", "Uint": "uint", "Double": "double", "String": "string", "Bool": "bool"}.get(name, name)
 
 
 def _collect(item: Any, parts: list[str]) -> None:

@@ -78,7 +78,11 @@ class GpuCapacity(Plugin):
             asks = any(known.get(name) if name in known else self.is_gpu(name)
                        for task in job.tasks for name in task.resources)
             want = self.gpus(job.demand) if asks else {}      # job.demand is not built for CPU-only jobs
-            cached = self._job_gpus[job.id] = (job, want, (self.gpus(job.min_demand) or want) if want else want)
+            minimum = self.gpus(job.min_demand) if want else {}
+            if want and not minimum:         # minAvailable 0: at least one GPU replica must fit somewhere
+                minimum = min((g for g in (self.gpus(t.resources) for t in job.tasks) if g),
+                              key=lambda g: sorted(g.items()))
+            cached = self._job_gpus[job.id] = (job, want, minimum)
         return cached[1], cached[2]
 
     def wanted_models(self, job: Job) -> list[str]:

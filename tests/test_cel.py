@@ -81,6 +81,24 @@ def test_int_double_mix_is_explained(cel: CelCompiler) -> None:
     assert "no such overload: the operands have different types" in message and "double(x)" in message
 
 
+def test_comparison_of_different_types_is_explained(cel: CelCompiler) -> None:
+    message = compile_error(cel, "job.demand['cpu'] > 1.5", "bool")
+    assert message.startswith("\"job.demand['cpu'] > 1.5\": no such overload: cannot compare int and double "
+                              "(CEL never converts types implicitly")
+
+
+def test_runtime_messages_show_values_not_cel_types(cel: CelCompiler) -> None:
+    expr = cel.compile("int(job.labels['n'])", WHERE, ("job",), "int")
+    with pytest.raises(CelRuntimeError, match=r": not an integer: 'x7'$"):
+        expr.evaluate({"job": {"labels": {"n": "x7"}}})
+    expr = cel.compile("job.priority * 9223372036854775807", WHERE, ("job",), "int")
+    with pytest.raises(CelRuntimeError, match=r": integer overflow$"):
+        expr.evaluate({"job": {"priority": 2}})
+    expr = cel.compile("job.priority / job.attempts", WHERE, ("job",), "int")
+    with pytest.raises(CelRuntimeError, match=r": divide by zero"):
+        expr.evaluate({"job": {"priority": 2, "attempts": 0}})
+
+
 def test_empty_expression(cel: CelCompiler) -> None:
     assert compile_error(cel, "  ") == "CEL expression must be a non-empty string"
 
@@ -91,6 +109,8 @@ def test_samples_are_lenient_for_label_and_resource_keys_and_values(cel: CelComp
     cel.compile("job.demand['cpu'] / job.minDemand['cpu']", WHERE, ("job",), "int")   # 0 / 0 fails, 1000/1000 ok
     cel.compile("cluster.free['nvidia.com/gpu'] >= 8 && cluster.labels['zone'] != ''", WHERE, ("cluster",), "bool")
     cel.compile("job.tasks[0].resources['cpu'] * 2", WHERE, ("job",), "int")
+    cel.compile("size(job.tasks) > 1 ? job.tasks[1].replicas : 0", WHERE, ("job",), "int")
+    cel.compile("job.tasks[2].replicas", WHERE, ("job",), "int")             # fine for a 4-task sample
 
 
 def test_evaluate_on_real_objects(cel: CelCompiler) -> None:

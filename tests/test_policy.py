@@ -321,3 +321,20 @@ def test_plugin_with_broken_schema_or_hook_is_named() -> None:
 def test_plugin_input_error_without_the_file_gets_it() -> None:
     text = replace("admit: [t-counter]", "admit: [t-counter, t-field-only]") + "    t-field-only: {mode: bad}\n"
     assert error(text) == "p.yaml: spec.plugins.t-field-only.mode (line 17): mode 'bad' is not supported"
+
+
+def test_validators_are_built_once_per_schema() -> None:
+    from engine import schema_check
+
+    load(GOOD)
+    before = dict(schema_check._VALIDATORS)
+    load(GOOD)
+    assert schema_check._VALIDATORS.keys() == before.keys()
+    assert all(schema_check._VALIDATORS[k][1] is before[k][1] for k in before)
+    assert schema_check.validator_for(TCounter.config_schema) is schema_check.validator_for(TCounter.config_schema)
+
+
+def test_defaults_are_copied_not_shared() -> None:
+    a, b = load(GOOD), load(GOOD)
+    assert a.managed_workloads["namespaces"]["exclude"] is not b.managed_workloads["namespaces"]["exclude"]
+    assert a.raw["spec"]["managedWorkloads"] is not b.raw["spec"]["managedWorkloads"]

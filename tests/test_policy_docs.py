@@ -49,3 +49,12 @@ def test_render_replaces_only_the_marked_sections() -> None:
     assert _marker("cel-variables").search(out)
     with pytest.raises(ValueError, match="lacks the markers of section policy-fields"):
         render("no markers")
+
+
+def test_the_example_policy_in_the_doc_is_valid() -> None:
+    from engine.policy import load_policy_text
+
+    text = DOC.read_text()
+    example = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    policy = load_policy_text(example, "docs/policy.md example")
+    assert policy.managed_workloads["namespaces"]["exclude"] == ["sandbox-*"]
