@@ -320,9 +320,10 @@ class Simulation:
             self._push(self.now + self.scenario.status_period, STATUS)
 
     def _quiescent(self) -> bool:
-        """Nothing can change any more: no pods anywhere, no events or timers to come."""
-        return (not self._events and self.engine.next_timer() is None and not self._dirty
-                and all(not m.jobs for m in self.members.values()))
+        """Nothing can change any more: no event to come (no running job will finish, no deadline,
+        submission or cluster event), no engine timer, nothing new for the engine. Pods still waiting
+        in members then wait forever: a deadlock, reported as such rather than simulated for 30 days."""
+        return not self._events and self.engine.next_timer() is None and not self._dirty
 
     def _sample(self) -> None:
         util = {name: _dominant(m.allocated, m.allocatable) if m.ready else 0.0 for name, m in self.members.items()}
@@ -336,8 +337,16 @@ class Simulation:
         for sim in self.jobs.values():
             if sim.state in ("Succeeded", "Failed"):
                 continue
-            if sim.attempts and sim.attempts[-1].outcome == "Unfinished":
-                sim.state = "Running" if sim.attempts[-1].start_time is not None else "Pending"
+            attempt = sim.attempts[-1] if sim.attempts else None
+            if attempt is not None and attempt.outcome == "Unfinished":
+                sim.state = "Running" if attempt.start_time is not None else "Pending"
+                if attempt.start_time is None:
+                    bound: Resources = {}
+                    for cluster in attempt.placement:
+                        add_into(bound, self.members[cluster].bound(sim.spec.id))
+                    counts = ", ".join(f"{t.name} {bound.get(t.name, 0)}/{t.min_available}" for t in sim.spec.tasks)
+                    sim.reason = (f"admitted at t={attempt.admit_time:g} but its gang never started (pods bound: "
+                                  f"{counts}); the simulation ended with nothing left that could change")
             job = self.engine.state.jobs.get(sim.spec.id)
             if job is not None and job.state is JobState.PENDING:
                 sim.reason = job.pending_reason

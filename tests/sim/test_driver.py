@@ -212,3 +212,12 @@ jobs:
     result = simulate(scenario(body), pipeline(), "plain")
     attempt = result.jobs["default/j"].attempts[0]
     assert attempt.outcome == "Unschedulable" and "no node of m1" in attempt.message
+
+
+def test_a_deadlock_without_deadlines_ends_the_run_and_is_reported() -> None:
+    s = scenario(f"clusters: [{{name: m1, nodes: {nodes(4)}}}]\n" + burst(8), member="kube-default", seed=3)
+    result = simulate(s, pipeline(PlaceAnywhere({}, None)), "admit-all")
+    assert not result.horizon_reached and result.end_time < 3600
+    stuck = [j for j in result.jobs.values() if j.state == "Pending"]
+    assert stuck and all("gang never started (pods bound: worker " in j.reason for j in stuck)
+    assert all(j.state in ("Succeeded", "Pending") for j in result.jobs.values())
