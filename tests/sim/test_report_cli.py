@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import jsonschema
 import pytest
 from rich.console import Console
 
@@ -44,6 +45,19 @@ def test_report_has_every_required_field() -> None:
     assert s["makespan"] >= s["lowerBound"] > 0 and s["makespanRatio"] >= 1
     assert set(s["queues"]) == {"a", "b"} and s["queues"]["b"]["targetFraction"] == pytest.approx(2 / 3, abs=1e-3)
     json.dumps(report)                                # serialisable
+
+
+def test_reports_validate_against_the_published_schema() -> None:
+    schema = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "sim-report.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for pipe in (pipeline(), pipeline(PlaceAnywhere({}, None))):
+        report = json.loads(json.dumps(build_report(simulate(scenario(SCENARIO), pipe, "p"))))
+        errors = [f"{e.json_path}: {e.message}" for e in validator.iter_errors(report)]
+        assert errors == []
+    broken = json.loads(json.dumps(build_report(simulate(scenario(SCENARIO), pipeline(), "p"))))
+    broken["jobs"][0]["state"] = "Lost"
+    assert not validator.is_valid(broken)
 
 
 def test_percentile_nearest_rank() -> None:
