@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -217,7 +216,3 @@ def compare_table(reports: list[dict[str, Any]]) -> Table:
             cells.append(_fmt(v) + ratio)
         table.add_row(label, *cells)
     return table
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit("use: atoll simulate ...")

@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 from engine.errors import InputError
 from engine.model import Job, Queue, Task
-from engine.resources import CPU, Resources, add_into, parse_resources, scale
+from engine.resources import Resources, add_into, parse_resources, scale
 from engine.schema_check import first_error, load_schema_file
 from engine.yaml_source import PathPart, format_path, line_of, load_yaml
 
@@ -305,5 +305,5 @@ def lower_bound(scenario: Scenario) -> float:
     return max(bound, longest)
 
 
-__all__ = ["CPU", "ClusterEvent", "ClusterSpec", "JobSpec", "Scenario", "load_scenario", "load_scenario_text",
+__all__ = ["ClusterEvent", "ClusterSpec", "JobSpec", "Scenario", "load_scenario", "load_scenario_text",
            "lower_bound", "parse_duration"]
