@@ -1,0 +1,369 @@
+"""The discrete-event loop: a Karmada fleet around the same pure Engine the controller runs.
+
+Faithfulness rules (see docs/simulator.md):
+* The engine sees only what Karmada shows: per-cluster totals and readiness, refreshed
+  every ``statusPeriod`` (Karmada's cluster status controller). Between reports, the
+  engine's in-flight reservations cover its own admissions (``Engine.started`` marks
+  when the pods exist, so the next newer report replaces the reservation).
+* Node placement happens inside each member (``members.Member``), after admission.
+* Cycles are event-driven (submissions, finishes, failures, changed status reports,
+  engine timers), at most one per ``schedulePeriod``: a controller batches too.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from engine.core.scheduler import Engine
+from engine.model import Admission, Failure, FailureKind, JobState, Placement
+from engine.pipeline import Pipeline
+from engine.resources import PODS, Resources, add_into, dominant_share
+from engine.sim.members import Member
+from engine.sim.scenario import ClusterEvent, JobSpec, Scenario
+
+# event kinds, in the order they are applied within one timestamp
+FINISH, CLUSTER, DEADLINE, STATUS, SUBMIT, CYCLE = range(6)
+Progress = Callable[[float, int, int], None]
+
+
+@dataclass
+class Attempt:
+    admit_time: float
+    placement: Placement
+    start_time: Optional[float] = None
+    end_time: Optional[float] = None
+    outcome: str = "Unfinished"
+    message: str = ""
+
+
+@dataclass
+class SimJob:
+    spec: JobSpec
+    attempts: list[Attempt] = field(default_factory=list)
+    state: str = "Pending"             # Pending, Succeeded, Failed (Running only if cut by the horizon)
+    finish_time: Optional[float] = None
+    reason: str = ""
+    partial: bool = False              # had some but not all of its gang running at some time
+
+
+@dataclass
+class Sample:
+    """The fleet at one status tick, for the report's timeline and the plot."""
+
+    time: float
+    backlog: int                       # waiting for admission in the engine
+    waiting_in_members: int            # admitted, gang not yet running
+    running: int
+    useful: float                      # dominant share of the fleet held by running jobs (gang complete)
+    cluster_util: dict[str, float]     # dominant share of allocated/allocatable per cluster
+    queue_share: dict[str, float]      # dominant share of the fleet admitted per queue
+    queue_backlog: dict[str, int]
+
+
+@dataclass
+class SimResult:
+    scenario: Scenario
+    policy: str
+    jobs: dict[str, SimJob]
+    timeline: list[Sample]
+    held: dict[str, float]             # resource -> amount-seconds bound to pods (partial gangs too)
+    end_time: float
+    cycles: int
+    examined: int
+    wall_seconds: float
+    horizon_reached: bool
+
+
+class Simulation:
+    def __init__(self, scenario: Scenario, pipeline: Pipeline, policy_name: str = "",
+                 progress: Optional[Progress] = None) -> None:
+        self.scenario = scenario
+        self.policy_name = policy_name
+        self.engine = Engine(pipeline)
+        seed = scenario.seed
+        self.members: dict[str, Member] = {
+            c.name: Member(c.name, c.labels, c.nodes, scenario.member_scheduler, random.Random(f"{seed}/{c.name}"),
+                           c.ready)
+            for c in scenario.clusters}
+        self.jobs: dict[str, SimJob] = {j.id: SimJob(j) for j in scenario.jobs}
+        self.progress = progress
+        self.now = 0.0
+        self._events: list[tuple[float, int, int, Any]] = []
+        self._seq = itertools.count()
+        self._dirty = False
+        self._last_cycle = -float("inf")
+        self._cycle_pending = False
+        self._touched: set[str] = set()        # jobs whose bound pods changed this timestamp
+        self._signatures: dict[str, Any] = {}
+        self._done = 0
+        self._unstarted_admitted = 0
+        self._running = 0
+        self._running_demand: Resources = {}
+        self.timeline: list[Sample] = []
+        self.held: dict[str, float] = {}
+        self.cycles = 0
+        self.examined = 0
+        self._fleet = scenario.fleet_allocatable
+
+    # -- setup -----------------------------------------------------------------------------
+    def _push(self, at: float, kind: int, payload: Any = None) -> None:
+        heapq.heappush(self._events, (at, kind, next(self._seq), payload))
+
+    def run(self) -> SimResult:
+        started = time.perf_counter()
+        for queue in self.scenario.build_queues():
+            self.engine.upsert_queue(queue)
+        for name, member in self.members.items():
+            self.engine.upsert_cluster(member.snapshot(0.0))
+            self._signatures[name] = member.signature()
+        for spec in self.scenario.jobs:
+            self._push(spec.submit_at, SUBMIT, spec)
+        for event in self.scenario.events:
+            self._push(event.at, CLUSTER, event)
+        self._push(self.scenario.status_period, STATUS)
+        horizon_reached = self._loop()
+        self._close()
+        return SimResult(self.scenario, self.policy_name, self.jobs, self.timeline, self.held, self.now,
+                         self.cycles, self.examined, time.perf_counter() - started, horizon_reached)
+
+    # -- the loop ----------------------------------------------------------------------------
+    def _loop(self) -> bool:
+        period = self.scenario.schedule_period
+        stalled, previous = 0, -1.0
+        while True:
+            stalled, previous = (stalled + 1 if self.now == previous else 0), self.now
+            if stalled > 1000:              # a bug, not an input problem: fail loudly instead of spinning
+                raise RuntimeError(f"simulator made no progress at t={self.now}")
+            next_time = self._events[0][0] if self._events else None
+            timer = self.engine.next_timer()
+            if timer is not None:
+                timer = max(timer, self._last_cycle + period, self.now)
+                if next_time is None or timer < next_time:
+                    next_time = timer
+                    self._dirty = True
+            if next_time is None:
+                return False
+            if next_time > self.scenario.horizon:
+                self._advance(self.scenario.horizon)
+                return True
+            self._advance(next_time)
+            while self._events and self._events[0][0] <= self.now:
+                _, kind, _, payload = heapq.heappop(self._events)
+                self._apply(kind, payload)
+            self._schedule_members()
+            if self._dirty:
+                if self.now >= self._last_cycle + period:    # the timer's own expression: no float drift
+                    self._cycle()
+                    self._schedule_members()
+                elif not self._cycle_pending:
+                    self._cycle_pending = True
+                    self._push(self._last_cycle + period, CYCLE)
+            self._check_gangs()
+
+    def _advance(self, to: float) -> None:
+        dt = to - self.now
+        if dt > 0:
+            for member in self.members.values():
+                for name, amount in member.allocated.items():
+                    self.held[name] = self.held.get(name, 0.0) + amount * dt
+            self.now = to
+
+    def _apply(self, kind: int, payload: Any) -> None:
+        if kind == SUBMIT:
+            self._submit(payload)
+        elif kind == FINISH:
+            self._finish(*payload)
+        elif kind == DEADLINE:
+            job_id, attempt = payload
+            sim = self.jobs[job_id]
+            current = sim.attempts[-1] if sim.attempts else None
+            if len(sim.attempts) == attempt and current is not None and current.outcome == "Unfinished" \
+                    and current.start_time is None:
+                self._fail(job_id, FailureKind.DEADLINE, None,
+                           f"not all pods started within {sim.spec.deadline:g}s of admission")
+        elif kind == CLUSTER:
+            self._cluster_event(payload)
+        elif kind == STATUS:
+            self._status_tick()
+        elif kind == CYCLE:
+            self._cycle_pending = False
+
+    def _submit(self, spec: JobSpec) -> None:
+        refusal = self.engine.submit(spec.build())
+        if refusal is not None:
+            sim = self.jobs[spec.id]
+            sim.state, sim.finish_time, sim.reason = "Failed", self.now, f"rejected: {refusal.reason}"
+            self._done += 1
+        self._dirty = True
+
+    def _cycle(self) -> None:
+        self._dirty = False
+        self._last_cycle = self.now
+        result = self.engine.cycle(self.now)
+        self.cycles += 1
+        self.examined += result.examined
+        for admission in result.admitted:
+            self._dispatch(admission)
+
+    # -- carrying out decisions ------------------------------------------------------------
+    def _dispatch(self, admission: Admission) -> None:
+        """Karmada propagates the job; its pods appear in the chosen members at once."""
+        job = self.engine.state.jobs[admission.job_id]
+        sim = self.jobs[admission.job_id]
+        placement = {c: dict(p) for c, p in admission.placement.items()}
+        sim.attempts.append(Attempt(self.now, placement))
+        self._unstarted_admitted += 1
+        self.engine.started(job.id, self.now)
+        tasks = {t.name: t for t in job.tasks}
+        for cluster, replicas in sorted(placement.items()):
+            member = self.members.get(cluster)
+            if member is None or not member.ready:
+                self._fail(job.id, FailureKind.CLUSTER_LOST, cluster, f"cluster {cluster} is not ready")
+                return
+            if not member.could_ever_fit(replicas, tasks):
+                self._fail(job.id, FailureKind.UNSCHEDULABLE, cluster,
+                           f"no node of {cluster} can host these pods (the member scheduler reports Unschedulable)")
+                return
+            member.add(job.id, {t: n for t, n in replicas.items() if n}, tasks)
+        if sim.spec.deadline is not None:
+            self._push(self.now + sim.spec.deadline, DEADLINE, (job.id, len(sim.attempts)))
+
+    def _schedule_members(self) -> None:
+        for member in self.members.values():
+            self._touched |= member.schedule()
+
+    def _check_gangs(self) -> None:
+        """A job runs once minAvailable of every task is bound (across its members)."""
+        for job_id in sorted(self._touched):
+            sim = self.jobs[job_id]
+            attempt = sim.attempts[-1] if sim.attempts else None
+            if attempt is None or attempt.outcome != "Unfinished" or attempt.start_time is not None:
+                continue
+            bound: dict[str, int] = {}
+            for cluster in attempt.placement:
+                add_into(bound, self.members[cluster].bound(job_id))
+            if all(bound.get(t.name, 0) >= t.min_available for t in sim.spec.tasks):
+                attempt.start_time = self.now
+                self._unstarted_admitted -= 1
+                self._running += 1
+                add_into(self._running_demand, _demand(sim.spec))
+                self._push(self.now + sim.spec.duration, FINISH, (job_id, len(sim.attempts)))
+            elif any(bound.values()):
+                sim.partial = True
+        self._touched.clear()
+
+    def _finish(self, job_id: str, attempt_no: int) -> None:
+        sim = self.jobs[job_id]
+        if len(sim.attempts) != attempt_no or sim.attempts[-1].outcome != "Unfinished":
+            return                               # that attempt was killed before it could finish
+        attempt = sim.attempts[-1]
+        self._release(job_id, attempt)
+        attempt.end_time, attempt.outcome = self.now, "Succeeded"
+        self._running -= 1
+        add_into(self._running_demand, _demand(sim.spec), -1)
+        self.engine.finished(job_id, True)
+        sim.state, sim.finish_time = "Succeeded", self.now
+        self._done += 1
+        self._dirty = True
+
+    def _fail(self, job_id: str, kind: FailureKind, cluster: Optional[str], message: str) -> None:
+        sim = self.jobs[job_id]
+        attempt = sim.attempts[-1]
+        self._release(job_id, attempt)
+        attempt.end_time, attempt.outcome, attempt.message = self.now, kind.value, message
+        if attempt.start_time is None:
+            self._unstarted_admitted -= 1
+        else:
+            self._running -= 1
+            add_into(self._running_demand, _demand(sim.spec), -1)
+        recovery = self.engine.fail(job_id, Failure(kind, cluster, message), self.now)
+        if not recovery.requeue:
+            sim.state, sim.finish_time, sim.reason = "Failed", self.now, recovery.reason
+            self._done += 1
+        self._dirty = True
+
+    def _release(self, job_id: str, attempt: Attempt) -> None:
+        """Delete the job's pods in every member it was placed on."""
+        for cluster in attempt.placement:
+            member = self.members.get(cluster)
+            if member is not None:
+                member.remove(job_id)
+
+    def _cluster_event(self, event: ClusterEvent) -> None:
+        member = self.members[event.cluster]
+        if event.ready == member.ready:
+            return
+        member.ready = event.ready
+        if not event.ready:
+            for job_id in member.kill_all():
+                self._fail(job_id, FailureKind.CLUSTER_LOST, member.name, f"cluster {member.name} became NotReady")
+
+    # -- Karmada's cluster status controller ----------------------------------------------
+    def _status_tick(self) -> None:
+        for name, member in self.members.items():
+            signature = member.signature()
+            flights = self.engine.state.inflight(name)
+            stale = any(at is not None and at < self.now for _, at in flights.values())
+            if signature != self._signatures[name] or stale:
+                self.engine.upsert_cluster(member.snapshot(self.now))
+                self._signatures[name] = signature
+                self._dirty = True
+        self._sample()
+        if self.progress is not None:
+            self.progress(self.now, self._done, len(self.jobs))
+        if self._done < len(self.jobs) and not self._quiescent():
+            self._push(self.now + self.scenario.status_period, STATUS)
+
+    def _quiescent(self) -> bool:
+        """Nothing can change any more: no event to come (no running job will finish, no deadline,
+        submission or cluster event), no engine timer, nothing new for the engine. Pods still waiting
+        in members then wait forever: a deadlock, reported as such rather than simulated for 30 days."""
+        return not self._events and self.engine.next_timer() is None and not self._dirty
+
+    def _sample(self) -> None:
+        util = {name: _dominant(m.allocated, m.allocatable) if m.ready else 0.0 for name, m in self.members.items()}
+        shares = {q.name: _dominant(q.allocated, self._fleet) for q in self.engine.state.queues.values()}
+        backlog = {q: self.engine.pending_count(q) for q in self.engine.state.queues}
+        self.timeline.append(Sample(self.now, self.engine.pending_count(), self._unstarted_admitted, self._running,
+                                    _dominant(self._running_demand, self._fleet), util, shares, backlog))
+
+    def _close(self) -> None:
+        """Anything not finished by the end is reported as it stands: nothing is lost."""
+        for sim in self.jobs.values():
+            if sim.state in ("Succeeded", "Failed"):
+                continue
+            attempt = sim.attempts[-1] if sim.attempts else None
+            if attempt is not None and attempt.outcome == "Unfinished":
+                sim.state = "Running" if attempt.start_time is not None else "Pending"
+                if attempt.start_time is None:
+                    bound: Resources = {}
+                    for cluster in attempt.placement:
+                        add_into(bound, self.members[cluster].bound(sim.spec.id))
+                    counts = ", ".join(f"{t.name} {bound.get(t.name, 0)}/{t.min_available}" for t in sim.spec.tasks)
+                    sim.reason = (f"admitted at t={attempt.admit_time:g} but its gang never started (pods bound: "
+                                  f"{counts}); the simulation ended with nothing left that could change")
+            job = self.engine.state.jobs.get(sim.spec.id)
+            if job is not None and job.state is JobState.PENDING:
+                sim.reason = job.pending_reason
+
+
+def _demand(spec: JobSpec) -> Resources:
+    """All replicas of all tasks (a running job's pods, extras included once bound)."""
+    total: Resources = {}
+    for task in spec.tasks:
+        add_into(total, {k: v * task.replicas for k, v in task.resources.items()})
+    return total
+
+
+def _dominant(allocated: Resources, total: Resources) -> float:
+    return dominant_share({k: v for k, v in allocated.items() if k != PODS}, total)
+
+
+def simulate(scenario: Scenario, pipeline: Pipeline, policy_name: str = "",
+             progress: Optional[Progress] = None) -> SimResult:
+    return Simulation(scenario, pipeline, policy_name, progress).run()
