@@ -105,6 +105,8 @@ class Engine:
             self.state.release(old)
             job.placement = _rescale(old.placement or {}, job)
             self.state.hold(job)
+            if job.state is JobState.RUNNING:      # its pods exist: the next newer report counts them
+                self.state.mark_started(job, self.state.now)
             self.state.jobs[job.id] = job
             return
         self._unindex(old)
@@ -127,10 +129,14 @@ class Engine:
             job.state = JobState.RUNNING
             self.state.mark_started(job, now)
 
-    def finished(self, job_id: str, succeeded: bool = True) -> None:
+    def finished(self, job_id: str, succeeded: bool = True, now: Optional[float] = None) -> None:
+        """The job ended in its member. ``now`` (when it ended) lets its freed capacity be used
+        until a status report newer than that shows it (see FleetState.release)."""
         job = self.state.jobs.get(job_id)
         if job is None or job.state.finished:
             return
+        if now is not None:
+            self.state.now = max(self.state.now, now)
         self.state.release(job)
         self._unindex(job)
         job.state = JobState.SUCCEEDED if succeeded else JobState.FAILED
@@ -138,6 +144,7 @@ class Engine:
     def fail(self, job_id: str, failure: Failure, now: float) -> Recovery:
         """A failure signal: release what the job held and let the recover stage decide."""
         job = self.state.jobs[job_id]
+        self.state.now = max(self.state.now, now)
         self.state.release(job)
         self._unindex(job)
         recovery = self.pipeline.recover(job=job, failure=failure, state=self.state, now=now)

@@ -121,6 +121,33 @@ def test_inflight_reservation_survives_stale_status_until_newer_report() -> None
     assert engine.state.free("m1").get("cpu", 0) == 0 and not engine.state.inflight("m1")
 
 
+def test_finished_job_capacity_is_credited_until_a_report_newer_than_its_end() -> None:
+    engine = make_engine()
+    engine.upsert_queue(Queue("q"))
+    engine.upsert_cluster(cluster("m1", "4"))
+    engine.submit(job("a", "4"))
+    engine.cycle(0)
+    engine.started("a", now=1)
+    counted = cluster("m1", "4")
+    counted.allocated, counted.status_time = {"cpu": 4000}, 2      # the report counts a's pods
+    engine.upsert_cluster(counted)
+    assert engine.state.free("m1").get("cpu", 0) == 0
+    engine.submit(job("b", "4"))
+    assert engine.cycle(3).admitted == []
+    engine.finished("a", now=5)                  # the next report (t=10) would still be 5 s away
+    assert engine.state.free("m1")["cpu"] == 4000
+    assert [a.job_id for a in engine.cycle(5).admitted] == ["b"]
+    assert engine.state.free("m1").get("cpu", 0) == 0          # b's booking uses a's credit
+    older = cluster("m1", "4")
+    older.allocated, older.status_time = {"cpu": 4000}, 4      # taken before a ended: credit stays
+    engine.upsert_cluster(older)
+    assert engine.state.credits("m1") and engine.state.free("m1").get("cpu", 0) == 0
+    newer = cluster("m1", "4")
+    newer.status_time = 6                                       # a's pods gone, b's not yet started
+    engine.upsert_cluster(newer)
+    assert not engine.state.credits("m1") and engine.state.free("m1").get("cpu", 0) == 0
+
+
 def test_admit_refusal_reason_is_kept_and_queue_headroom_counted() -> None:
     engine = make_engine(Quota({}, None))
     engine.upsert_cluster(cluster("m1", "100"))

@@ -137,6 +137,8 @@ def check(engine: Engine, variant: str) -> None:
         booked: Resources = dict(c.allocated)
         for reserved, _ in state.inflight(name).values():
             add_into(booked, reserved)
+        for freed, _ in state.credits(name).values():       # finished since the report: pods are gone
+            add_into(booked, freed, -1)
         actual: Resources = {}
         for job in state.jobs.values():
             if job.state.holds_resources:

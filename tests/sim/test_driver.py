@@ -141,8 +141,9 @@ jobs:
     assert not result.horizon_reached                 # it stopped because nothing could change
 
 
-def test_engine_sees_capacity_only_at_status_ticks() -> None:
-    """A finished job frees capacity for the engine only at the next status report."""
+def test_finished_job_capacity_is_used_before_the_next_status_tick() -> None:
+    """The engine sees a job end (as the controller sees the binding's status) and credits its
+    capacity at once, though the cluster's next status report (t=20) would show it later."""
     body = f"""
 clusters: [{{name: m1, nodes: {nodes(1)}}}]
 jobs:
@@ -152,7 +153,8 @@ jobs:
     result = simulate(scenario(body, status="10s"), pipeline(), "plain")
     b = result.jobs["default/b"].attempts[0]
     assert result.jobs["default/a"].finish_time == 12.0
-    assert b.admit_time == 20.0                       # the report at t=20 is the first to show a gone
+    assert b.admit_time == 12.0                       # not 20.0, when the report first shows a gone
+    assert result.jobs["default/b"].state == "Succeeded"
 
 
 def test_same_seed_same_report_different_seed_different_interleaving() -> None:
