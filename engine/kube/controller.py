@@ -237,7 +237,7 @@ class Controller:
         fingerprint = job_fingerprint(job)
         if known is None:
             self.fingerprints[key] = fingerprint
-            if is_paused(obj):
+            if self._waiting(obj):
                 refusal = self.engine.submit(job)
                 if refusal is not None:
                     ref = binding_ref(obj)
@@ -251,6 +251,14 @@ class Controller:
             self.engine.update_job(job)
             known = self.engine.state.jobs[key]
         self._lifecycle(key, obj, known, template, now, out)
+
+    def _waiting(self, obj: Mapping[str, Any]) -> bool:
+        """Paused by the webhook, or (bind mode) addressed to us and not placed yet."""
+        if is_paused(obj):
+            return True
+        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+        return (self.mode == "bind" and (spec or {}).get("schedulerName") == plan.SCHEDULER_NAME
+                and not plan.binding_clusters(obj))
 
     def _adopt(self, key: str, obj: Obj, job: Job, template: Obj, now: float) -> None:
         """A resumed binding we have no record of: admitted before a restart (or never paused). It holds

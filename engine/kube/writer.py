@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Protocol
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from engine.kube import metrics
-from engine.kube.plan import MERGE_PATCH, BindingRef, Event, Patch, event_body
+from engine.kube.plan import MERGE_PATCH, BindingRef, Event, Patch, bind_status_patch, event_body
 
 log = logging.getLogger("atoll.writer")
 
@@ -56,7 +56,8 @@ class KubeApi:
             GROUP, VERSION, "clusterresourcebindings", ref.name, body, _content_type=content_type)
 
     async def create_event(self, namespace: str, body: dict[str, Any]) -> Any:
-        return await self.core.create_namespaced_event(namespace, body)
+        resp = await self.core.create_namespaced_event(namespace, body, _preload_content=False)
+        resp.release()          # nothing to read back: skip deserialising the created Event
 
 
 class Writer:
@@ -112,7 +113,21 @@ class Writer:
             return "retry"
         if self.on_patched is not None:
             self.on_patched(patch, result)
+        if patch.why == "bind":
+            await self._bind_status(patch, result)
         return "ok"
+
+    async def _bind_status(self, patch: Patch, result: Any) -> None:
+        """Bind mode: report Scheduled=True for the generation we placed, as karmada-scheduler would."""
+        generation = ((result or {}).get("metadata") or {}).get("generation") if isinstance(result, dict) else None
+        if not isinstance(generation, int):
+            return
+        try:
+            await self.api.patch_binding(patch.ref, bind_status_patch(generation, self.clock()), MERGE_PATCH,
+                                         "status")
+        except (ApiException, OSError, asyncio.TimeoutError) as exc:
+            metrics.WRITE_ERRORS.labels("bind-status").inc()
+            log.warning("status of %s not written: %s", patch.ref.key, exc)
 
     async def _event(self, ev: Event) -> None:
         body = event_body(ev, self.clock(), self.component)
