@@ -48,6 +48,7 @@ class FleetInfo:
     ca_file: Path
     token: str
     log_dir: Path
+    member_nodes: dict[str, dict[str, Any]]  # name -> {count, allocatable, labels} it was started with
 
     @classmethod
     def load(cls, state_dir: Path | None = None) -> FleetInfo:
@@ -56,7 +57,8 @@ class FleetInfo:
         return cls(state_dir=d, host_kubeconfig=Path(raw["host_kubeconfig"]),
                    member_kubeconfigs={k: Path(v) for k, v in raw["member_kubeconfigs"].items()},
                    host_server=raw["host_server"], member_servers=raw["member_servers"],
-                   ca_file=Path(raw["ca_file"]), token=Pki(d / "pki").token(), log_dir=d / "logs")
+                   ca_file=Path(raw["ca_file"]), token=Pki(d / "pki").token(), log_dir=d / "logs",
+                   member_nodes=raw.get("member_nodes", {}))
 
     def host(self) -> Kube:
         return Kube(self.host_server, self.ca_file, self.token, "karmada-apiserver")
@@ -156,7 +158,10 @@ class Fleet:
                     "host_server": host_server,
                     "member_servers": {m.name: f"https://127.0.0.1:{m.ports.apiserver}" for m in cfg.members},
                     "ca_file": str(pki.ca_crt), "webhook_url": f"https://127.0.0.1:{p.webhook}",
-                    "ports": dict(cfg.ports.table(cfg.members)), "members": [m.name for m in cfg.members]}
+                    "ports": dict(cfg.ports.table(cfg.members)), "base_port": cfg.ports.base,
+                    "members": [m.name for m in cfg.members],
+                    "member_nodes": {m.name: {"count": m.nodes.count, "allocatable": m.nodes.allocatable,
+                                              "labels": m.nodes.labels} for m in cfg.members}}
         (self.state / "fleet.json").write_text(json.dumps(info_raw, indent=2) + "\n")
         info = FleetInfo.load(self.state)
 
@@ -208,8 +213,10 @@ class Fleet:
             mk = info.member(m.name)
             self._wait(f"{m.name}-kwok", f"{m.name}: {m.nodes.count} kwok nodes Ready",
                        lambda mk=mk, m=m: _nodes_ready(mk, m.node_names()))
-        self._wait("karmada-controller-manager", "karmada-controller-manager /readyz",
-                   lambda: _http_ok(f"http://127.0.0.1:{p.controller_manager_health}/readyz"))
+        # karmada-controller-manager registers only a liveness check (cmd/controller-manager/app:
+        # LivenessEndpointName /healthz, no AddReadyzCheck), so controller-runtime serves no /readyz.
+        self._wait("karmada-controller-manager", "karmada-controller-manager /healthz",
+                   lambda: _http_ok(f"http://127.0.0.1:{p.controller_manager_health}/healthz"))
         self._wait("karmada-scheduler", "karmada-scheduler /healthz",
                    lambda: _http_ok(f"http://127.0.0.1:{p.scheduler_health}/healthz"))
         for m in cfg.members:

@@ -49,16 +49,19 @@ def apiserver_argv(art: Artifacts, cfg: FleetConfig, pki: Pki, port: int, etcd_p
             "--authorization-mode=Node,RBAC", "--allow-privileged=true",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={pki.sa_pub}", f"--service-account-signing-key-file={pki.sa_key}",
-            "--service-cluster-ip-range=10.96.0.0/12", "--profiling=false", *(extra or [])]
+            "--service-cluster-ip-range=10.96.0.0/12", "--profiling=false",
+            # front-proxy (aggregation) settings: the host needs them for karmada-aggregated-apiserver; on
+            # members they fill kube-system/extension-apiserver-authentication, without which kube-scheduler
+            # and kube-controller-manager log "missing content for CA bundle" errors every few seconds
+            f"--proxy-client-cert-file={pki.client_crt}", f"--proxy-client-key-file={pki.client_key}",
+            f"--requestheader-client-ca-file={pki.ca_crt}", "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-", "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-username-headers=X-Remote-User", *(extra or [])]
 
 
 def karmada_apiserver_argv(art: Artifacts, cfg: FleetConfig, pki: Pki) -> list[str]:
     return apiserver_argv(art, cfg, pki, cfg.ports.apiserver, ETCD_PREFIX_HOST, [
-        "--disable-admission-plugins=StorageObjectInUseProtection,ServiceAccount",
-        f"--proxy-client-cert-file={pki.client_crt}", f"--proxy-client-key-file={pki.client_key}",
-        f"--requestheader-client-ca-file={pki.ca_crt}", "--requestheader-allowed-names=front-proxy-client",
-        "--requestheader-extra-headers-prefix=X-Remote-Extra-", "--requestheader-group-headers=X-Remote-Group",
-        "--requestheader-username-headers=X-Remote-User"])
+        "--disable-admission-plugins=StorageObjectInUseProtection,ServiceAccount"])
 
 
 def _gates(cfg: FleetConfig) -> list[str]:

@@ -62,7 +62,8 @@ def kwok_argv(art: Artifacts, m: Member, kubeconfig: Path, config: Path, pki: Pk
             f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
             f"--server-address=127.0.0.1:{m.ports.kwok}", f"--node-port={m.ports.kwok}",
             "--node-ip=127.0.0.1", f"--tls-cert-file={pki.serving_crt}", f"--tls-private-key-file={pki.serving_key}",
-            "--node-lease-duration-seconds=40", "--cidr=10.0.0.1/16"]
+            "--node-lease-duration-seconds=40", "--cidr=10.0.0.1/16",
+            "--v=WARN"]  # INFO logs every lease renewal (one line per node every 10 s)
 
 
 def nodes(m: Member) -> list[dict[str, Any]]:

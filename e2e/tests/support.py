@@ -1,0 +1,113 @@
+"""Small helpers shared by the e2e tests: object builders, paths, patches and condition waits.
+
+Every wait is a poll on an observable condition with a deadline (``wait_for``); a timeout
+names what was awaited and the last value seen, so a red test explains itself.
+"""
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from e2e.harness.kube import Kube, KubeError, wait_for
+
+T = TypeVar("T")
+
+RB_API = "/apis/work.karmada.io/v1alpha2"
+WORK_API = "/apis/work.karmada.io/v1alpha1"
+POLICY_API = "policy.karmada.io/v1alpha1"
+RUN_SECONDS = "atoll.dev/run-seconds"
+
+
+def unique(prefix: str) -> str:
+    """A fresh name, so a reused fleet never meets leftovers of an earlier run."""
+    return f"{prefix}-{secrets.token_hex(3)}"
+
+
+def until(what: str, check: Callable[[], T | None], timeout: float = 90.0, show: Callable[[], Any] | None = None) -> T:
+    """``wait_for`` that, on timeout, also reports the current state (``show()``)."""
+    try:
+        return wait_for(what, check, timeout)
+    except TimeoutError as e:
+        if show is None:
+            raise
+        try:
+            state = show()
+        except KubeError as err:
+            state = f"<cannot read: {err}>"
+        raise TimeoutError(f"{e}\ncurrent state: {state}") from None
+
+
+def namespace(kube: Kube, name: str) -> None:
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+
+def delete(kube: Kube, path: str) -> None:
+    try:
+        kube.request("DELETE", path)
+    except KubeError as e:
+        if e.status != 404:
+            raise
+
+
+def merge_patch(kube: Kube, path: str, body: dict[str, Any]) -> Any:
+    return kube.request("PATCH", path, body, content_type="application/merge-patch+json")
+
+
+def create(kube: Kube, path: str, obj: dict[str, Any]) -> Any:
+    """Plain POST (not apply): the object must not exist yet."""
+    return kube.request("POST", path, obj)
+
+
+def rb_path(ns: str, name: str = "") -> str:
+    return f"{RB_API}/namespaces/{ns}/resourcebindings" + (f"/{name}" if name else "")
+
+
+def binding(kube: Kube, ns: str, name: str) -> dict[str, Any] | None:
+    rb: dict[str, Any] | None = kube.get_or_none(rb_path(ns, name))
+    return rb
+
+
+def condition(obj: dict[str, Any] | None, ctype: str) -> dict[str, Any] | None:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == ctype:
+            return dict(c)
+    return None
+
+
+def is_true(obj: dict[str, Any] | None, ctype: str) -> bool:
+    c = condition(obj, ctype)
+    return c is not None and c.get("status") == "True"
+
+
+def works_for(kube: Kube, cluster: str, kind: str, ns: str, name: str) -> list[dict[str, Any]]:
+    """Works in the cluster's execution namespace whose manifest is the given resource template."""
+    found = []
+    for w in kube.get(f"{WORK_API}/namespaces/karmada-es-{cluster}/works").get("items", []):
+        for m in (w.get("spec", {}).get("workload", {}) or {}).get("manifests", []) or []:
+            meta = m.get("metadata", {})
+            if m.get("kind") == kind and meta.get("name") == name and meta.get("namespace", "") == ns:
+                found.append(w)
+    return found
+
+
+def propagation_policy(name: str, ns: str, selectors: list[dict[str, str]], placement: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": POLICY_API, "kind": "PropagationPolicy", "metadata": {"name": name, "namespace": ns},
+            "spec": {"resourceSelectors": selectors, "placement": placement}}
+
+
+def cluster_propagation_policy(name: str, selectors: list[dict[str, str]], placement: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": POLICY_API, "kind": "ClusterPropagationPolicy", "metadata": {"name": name},
+            "spec": {"resourceSelectors": selectors, "placement": placement}}
+
+
+def batch_job(name: str, ns: str, parallelism: int, completions: int, run_seconds: int,
+              requests: dict[str, str]) -> dict[str, Any]:
+    """A batch/v1 Job whose pods kwok runs for ``run_seconds`` and then completes."""
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": ns},
+            "spec": {"parallelism": parallelism, "completions": completions, "backoffLimit": 0,
+                     "template": {"metadata": {"annotations": {RUN_SECONDS: str(run_seconds)}},
+                                  "spec": {"restartPolicy": "Never",
+                                           "containers": [{"name": "work", "image": "atoll.dev/e2e:noop",
+                                                           "resources": {"requests": requests,
+                                                                         "limits": requests}}]}}}}

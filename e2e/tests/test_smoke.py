@@ -1,0 +1,93 @@
+"""Smoke test of the real fleet: a batch/v1 Job goes host -> Karmada -> member -> kwok pods that run and finish."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from e2e.conftest import FleetHandle
+from e2e.harness.kube import Kube
+from e2e.tests.support import (batch_job, binding, condition, delete, is_true, namespace, propagation_policy,
+                               unique, until, works_for)
+from engine.resources import parse_quantity
+
+pytestmark = pytest.mark.e2e
+
+PARALLELISM = 4
+RUN_SECONDS = 5
+
+
+@pytest.fixture
+def ns(host: Kube) -> Iterator[str]:
+    name = unique("atoll-smoke")
+    namespace(host, name)
+    yield name
+    delete(host, f"/api/v1/namespaces/{name}")
+
+
+def member_pods(kube: Kube, ns: str, job: str) -> list[dict[str, Any]]:
+    pods: list[dict[str, Any]] = kube.get(f"/api/v1/namespaces/{ns}/pods?labelSelector=job-name%3D{job}")["items"]
+    return pods
+
+
+def test_cluster_resource_summary_is_kwok_allocatable(fleet: FleetHandle, host: Kube) -> None:
+    """Karmada's cluster status controller reads the members' kwok nodes: allocatable = sum over nodes."""
+    for name in fleet.members:
+        nodes = fleet.info.member_nodes[name]
+        want = {r: parse_quantity(v, r) * int(nodes["count"]) for r, v in nodes["allocatable"].items()}
+        cluster = host.get(f"/apis/cluster.karmada.io/v1alpha1/clusters/{name}")
+        assert is_true(cluster, "Ready"), f"Cluster {name} not Ready: {condition(cluster, 'Ready')}"
+        got_raw = cluster["status"]["resourceSummary"]["allocatable"]
+        got = {r: parse_quantity(v, r) for r, v in got_raw.items()}
+        assert got == want, f"Cluster {name}: resourceSummary.allocatable {got_raw} != kwok nodes' {nodes}"
+
+
+def test_job_propagates_runs_on_kwok_and_completes(fleet: FleetHandle, host: Kube, members: dict[str, Kube],
+                                                   ns: str) -> None:
+    job = "smoke"
+    host.apply(batch_job(job, ns, PARALLELISM, PARALLELISM, RUN_SECONDS, {"cpu": "1", "memory": "1Gi"}))
+    host.apply(propagation_policy(job, ns, [{"apiVersion": "batch/v1", "kind": "Job", "name": job}], {
+        "clusterAffinity": {"clusterNames": fleet.members},
+        "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"}}))
+    rb_name = f"{job}-job"
+
+    # Karmada's detector builds the binding with the Job's replicas and per-pod requirements
+    rb = until(f"ResourceBinding {ns}/{rb_name} scheduled",
+               lambda: (b := binding(host, ns, rb_name)) and is_true(b, "Scheduled") and b,
+               show=lambda: binding(host, ns, rb_name))
+    assert rb["spec"]["replicas"] == PARALLELISM
+    assert parse_quantity(rb["spec"]["replicaRequirements"]["resourceRequest"]["cpu"], "cpu") == 1000
+    targets = {t["name"]: t.get("replicas", 0) for t in rb["spec"]["clusters"]}
+    # Aggregated with ample room: the fewest clusters, i.e. one cluster gets all replicas
+    assert len(targets) == 1 and sum(targets.values()) == PARALLELISM, f"unexpected placement {targets}"
+    (cluster,) = targets
+
+    # a Work in the cluster's execution namespace carries the Job, and the member gets it
+    until(f"Work for Job {ns}/{job} in karmada-es-{cluster}", lambda: works_for(host, cluster, "Job", ns, job),
+          show=lambda: host.get(f"/apis/work.karmada.io/v1alpha1/namespaces/karmada-es-{cluster}/works"))
+    mk = members[cluster]
+    mjob = until(f"Job {ns}/{job} in member {cluster}",
+                 lambda: mk.get_or_none(f"/apis/batch/v1/namespaces/{ns}/jobs/{job}"))
+    assert mjob["spec"]["parallelism"] == PARALLELISM
+
+    # the member's Job controller creates pods, kube-scheduler binds them to kwok nodes, kwok runs and ends them
+    kwok_nodes = set(fleet.node_names(cluster))
+    until(f"Job {ns}/{job} Complete in member {cluster}",
+          lambda: is_true(mk.get(f"/apis/batch/v1/namespaces/{ns}/jobs/{job}"), "Complete"),
+          timeout=120, show=lambda: [(p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase"))
+                                     for p in member_pods(mk, ns, job)])
+    pods = [p for p in member_pods(mk, ns, job) if p["status"].get("phase") == "Succeeded"]
+    assert len(pods) == PARALLELISM, [p["metadata"]["name"] for p in pods]
+    for p in pods:
+        assert p["spec"]["nodeName"] in kwok_nodes, f"pod {p['metadata']['name']} on {p['spec'].get('nodeName')}"
+        assert p["status"].get("startTime"), f"pod {p['metadata']['name']} never started"
+        ready = condition(p, "Ready") or {}
+        assert ready.get("reason") == "PodCompleted", f"pod not completed by the kwok stage: {p['status']}"
+    for other in set(fleet.members) - {cluster}:
+        assert members[other].get_or_none(f"/apis/batch/v1/namespaces/{ns}/jobs/{job}") is None
+
+    # Karmada aggregates the member Job's status back to the host template
+    until(f"host Job {ns}/{job} status.succeeded == {PARALLELISM}",
+          lambda: (host.get(f"/apis/batch/v1/namespaces/{ns}/jobs/{job}").get("status") or {}).get("succeeded")
+          == PARALLELISM, show=lambda: host.get(f"/apis/batch/v1/namespaces/{ns}/jobs/{job}").get("status"))
