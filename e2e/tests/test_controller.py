@@ -68,9 +68,10 @@ def test_paused_at_create_then_resumed_and_scheduled(fleet: FleetHandle, host: K
 def test_waits_without_room_and_is_admitted_when_capacity_frees(fleet: FleetHandle, host: Kube,
                                                                 running: ControllerProcess, ns: str) -> None:
     m1, m2 = fleet.members[:2]
-    first = job("first", ns, cpu="60", run_seconds=20)
-    second = job("second", ns, cpu="60", run_seconds=600)
-    third = job("third", ns, cpu="60", run_seconds=5)
+    # 2 pods x 30 cpu: a member's two 32-cpu nodes hold one such job
+    first = job("first", ns, cpu="30", pods=2, run_seconds=20)
+    second = job("second", ns, cpu="30", pods=2, run_seconds=600)
+    third = job("third", ns, cpu="30", pods=2, run_seconds=5)
     for obj, where in ((first, m1), (second, m2)):
         host.apply(obj)
         propagate(host, obj, [where])
