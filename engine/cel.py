@@ -28,11 +28,13 @@ from engine.errors import InputError
 # celpy logs every evaluation error at ERROR with a traceback before raising it; we report it ourselves.
 logging.getLogger("celpy").setLevel(logging.CRITICAL)
 
+# Checked on the plain Python value (``from_cel``): the compiled runner may hand back a bare
+# float or int instead of a celtypes value. bool is excluded from int/number explicitly.
 RESULT_TYPES: dict[str, tuple[type, ...]] = {
-    "int": (celtypes.IntType, celtypes.UintType),
-    "number": (celtypes.IntType, celtypes.UintType, celtypes.DoubleType),
-    "bool": (celtypes.BoolType,),
-    "string": (celtypes.StringType,),
+    "int": (int,),
+    "number": (int, float),
+    "bool": (bool,),
+    "string": (str,),
     "any": (object,),
 }
 
@@ -68,17 +70,31 @@ class CelExpression:
             raise CelRuntimeError(f"{self.where}: {self.text!r}: {exc}") from None
         if isinstance(value, CELEvalError):
             raise CelRuntimeError(f"{self.where}: {self.text!r}: {describe_eval_error(value)}")
-        if not isinstance(value, RESULT_TYPES[self.result]):
+        plain = from_cel(value)
+        wrong_bool = isinstance(plain, bool) and self.result in ("int", "number")
+        if wrong_bool or not isinstance(plain, RESULT_TYPES[self.result]):
             raise CelRuntimeError(f"{self.where}: {self.text!r} must return {self.result}, "
                                   f"returned {_cel_type_name(value)}")
-        return from_cel(value)
+        return plain
+
+
+_ENVIRONMENT: Optional[celpy.Environment] = None
+
+
+def _environment() -> celpy.Environment:
+    """One celpy Environment per process: the first builds the CEL parser (~0.4 s) and raises the
+    recursion limit; celpy's parser is a class-level singleton anyway, so sharing loses nothing."""
+    global _ENVIRONMENT
+    if _ENVIRONMENT is None:
+        _ENVIRONMENT = celpy.Environment(runner_class=celpy.CompiledRunner)
+    return _ENVIRONMENT
 
 
 class CelCompiler:
     """Compiles a policy's expressions; one per policy load. Not thread-safe (neither is celpy)."""
 
     def __init__(self) -> None:
-        self._env = celpy.Environment(runner_class=celpy.CompiledRunner)
+        self._env = _environment()
 
     def compile(self, text: str, where: str, variables: Sequence[str] = ("job",), result: str = "any",
                 samples: Optional[Sequence[Mapping[str, Any]]] = None) -> CelExpression:
@@ -99,7 +115,8 @@ class CelCompiler:
         try:
             ast = self._env.compile(text)
         except celpy.CELParseError as exc:
-            raise InputError(f"CEL syntax error in {text!r}: {_parse_message(exc)}", where) from None
+            raise InputError(f"CEL syntax error {_position(text, exc)} in {text!r}: {_parse_message(exc)}",
+                             where) from None
         undeclared = _free_identifiers(text) - set(variables)
         if undeclared:
             raise InputError(f"CEL expression {text!r} uses unknown variable(s) {sorted(undeclared)}; "
@@ -109,13 +126,18 @@ class CelCompiler:
         except Exception as exc:  # celpy's compiled runner transpiles at this point
             raise InputError(f"CEL expression {text!r} cannot be compiled: {exc}", where) from None
         expression = CelExpression(text, where, tuple(variables), result, program)
+        first: Optional[CelRuntimeError] = None
         for activation in samples if samples is not None else sample_activations(variables):
             try:
                 expression.evaluate_cel(activation)
+                return expression          # one sample shape that works is enough (values vary: "", "1", 0)
             except CelRuntimeError as exc:
-                message = str(exc).removeprefix(f"{where}: ")
-                raise InputError(f"{message} (checked against a sample {', '.join(variables)}; "
-                                 "see docs/policy.md for the fields)", where) from None
+                first = first or exc
+        if first is not None:
+            message = str(first).removeprefix(f"{where}: ")
+            hint = _field_hint(message, variables)
+            raise InputError(f"{message}{hint} (checked against sample {', '.join(variables)} objects; "
+                             "see docs/policy.md for the fields)", where) from None
         return expression
 
 
@@ -152,6 +174,12 @@ def describe_eval_error(exc: BaseException) -> str:
     text = "; ".join(dict.fromkeys(p for p in parts if p))
     text = re.sub(r"<class '(?:celpy\.)?(?:celtypes\.|evaluation\.)?(\w+)'>", r"\1", text)
     text = text.replace("Unexpected CELEvalError", "a failed sub-expression")
+    if "NotImplementedType" in text or "unsupported operand" in text:
+        text = ("no such overload: the operands have different types (CEL never converts between int, uint "
+                "and double: write double(x) or int(x))")
+    text = re.sub(r"no such member in mapping: (?:StringType\()?'([^']+)'\)?(; \1)?", r"no such field or key '\1'",
+                  text)
+    text = text.removeprefix("evaluation error; ")
     return (text[:300] + "...") if len(text) > 300 else text or "evaluation error"
 
 
@@ -174,8 +202,36 @@ def _collect(item: Any, parts: list[str]) -> None:
 
 
 def _parse_message(exc: Exception) -> str:
+    """celpy's message is the offending line plus a caret line; keep both on one line."""
     lines = [line for line in str(exc).splitlines() if line.strip()]
     return " | ".join(lines[:3])
+
+
+def _position(text: str, exc: celpy.CELParseError) -> str:
+    """``at column 14`` (1-based, as celpy reports), with the line for multi-line expressions."""
+    line, column = getattr(exc, "line", None), getattr(exc, "column", None)
+    if column is None:
+        return "at an unknown position"
+    if "\n" in text.strip() and line is not None:
+        return f"at line {line}, column {column}"
+    return f"at column {column}"
+
+
+_NO_MEMBER = re.compile(r"no such field or key '([^']+)'")
+
+
+def _field_hint(message: str, variables: Sequence[str]) -> str:
+    """For a misspelt field, the closest real one: ``; did you mean 'priority'?``."""
+    import difflib
+
+    from engine.cel_vars import VARIABLES
+
+    match = _NO_MEMBER.search(message)
+    if not match:
+        return ""
+    fields = sorted({f for v in variables for f in VARIABLES[v]})
+    close = difflib.get_close_matches(match.group(1), fields, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else f"; fields: {', '.join(fields)}"
 
 
 _IDENT = re.compile(r"(?<![\w.'\"])([A-Za-z_]\w*)")
@@ -200,4 +256,5 @@ def _free_identifiers(text: str) -> set[str]:
 
 
 def _cel_type_name(value: Any) -> str:
-    return type(value).__name__.removesuffix("Type").lower()
+    name = type(value).__name__.removesuffix("Type").lower()
+    return {"float": "double", "str": "string", "dict": "map"}.get(name, name)

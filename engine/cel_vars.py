@@ -12,6 +12,7 @@ expression (see ``CelCache``), never per comparison.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Generic, Hashable, Sequence, TypeVar
 
 from celpy import celtypes
@@ -117,31 +118,49 @@ _RESOURCE_MAPS = {"demand", "minDemand", "capability", "guarantee", "allocated",
                   "resources"}
 
 
-def _sample(fields: dict[str, str]) -> celtypes.MapType:
+@dataclass(frozen=True)
+class _Variant:
+    """Values of one sample object. Two variants: an expression passes the load-time check if it
+    works on either, so ``int(job.labels['n'])`` or ``x / job.minDemand['cpu']`` are not refused
+    for a sample value, while a misspelt field or a wrong result type fails on both."""
+
+    integer: int
+    double: float
+    boolean: bool
+    string: str
+    label: str
+    amount: int
+
+
+_VARIANTS = (_Variant(1, 1.0, True, "sample", "", 0), _Variant(2, 2.0, False, "sample-2", "1", 1000))
+
+
+def _sample(fields: dict[str, str], variant: _Variant) -> celtypes.MapType:
     values: dict[str, Any] = {}
     for name, doc in fields.items():
         kind = doc.split(":")[0].split(" ")[0]
         if name in _STRING_MAPS:
-            values[name] = _AnyKeyMap(celtypes.StringType(""))
+            values[name] = _AnyKeyMap(celtypes.StringType(variant.label))
         elif name in _RESOURCE_MAPS:
-            values[name] = _AnyKeyMap(celtypes.IntType(0))
+            values[name] = _AnyKeyMap(celtypes.IntType(variant.amount))
         elif name == "tasks":
-            task = to_cel({"name": "worker", "replicas": 1, "minAvailable": 1})
-            task[celtypes.StringType("resources")] = _AnyKeyMap(celtypes.IntType(0))
+            task = to_cel({"name": "worker", "replicas": variant.integer, "minAvailable": variant.integer})
+            task[celtypes.StringType("resources")] = _AnyKeyMap(celtypes.IntType(variant.amount))
             values[name] = celtypes.ListType([task])
         elif kind == "int":
-            values[name] = celtypes.IntType(1)
+            values[name] = celtypes.IntType(variant.integer)
         elif kind == "double":
-            values[name] = celtypes.DoubleType(1.0)
+            values[name] = celtypes.DoubleType(variant.double)
         elif kind == "bool":
-            values[name] = celtypes.BoolType(True)
+            values[name] = celtypes.BoolType(variant.boolean)
         else:
-            values[name] = celtypes.StringType("sample")
+            values[name] = celtypes.StringType(variant.string)
     return celtypes.MapType({celtypes.StringType(k): v for k, v in values.items()})
 
 
 def sample_activations(variables: Sequence[str]) -> list[dict[str, Any]]:
-    return [{name: _sample(VARIABLES[name]) for name in variables}]
+    """Sample activations for the load-time dry run (see ``_Variant``)."""
+    return [{name: _sample(VARIABLES[name], variant) for name in variables} for variant in _VARIANTS]
 
 
 K = TypeVar("K", bound=Hashable)

@@ -8,6 +8,7 @@ packages (entry-point group ``atoll.plugins``) are found the same way, through t
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from dataclasses import dataclass
 from importlib import import_module
@@ -82,17 +83,23 @@ def discover(entry_points: bool = True, extra_modules: tuple[str, ...] = ()) -> 
     pm.register(import_module(BUILTIN_MODULE), name=BUILTIN_MODULE)
     for module in extra_modules:
         pm.register(import_module(module), name=module)
-    if entry_points:
-        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
-    pm.check_pending()
     sources: dict[str, str] = {}
-    for plugin, dist in pm.list_plugin_distinfo():
-        sources[pm.get_name(plugin) or ""] = f"{dist.project_name} {dist.version}"
+    if entry_points:
+        sources = _load_entry_points(pm)
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        raise InputError(f"plugin module {exc.plugin!r} implements an unknown hook: {exc}", "plugins") from None
     entries: dict[str, PluginEntry] = {}
     for impl in pm.hook.atoll_plugin_classes.get_hookimpls():
         module_name = impl.plugin_name
         source = sources.get(module_name, "atoll (built-in)" if module_name == BUILTIN_MODULE else module_name)
-        classes: list[type[Plugin]] = impl.function()  # type: ignore[assignment]
+        try:
+            announced: Any = impl.function()
+            classes: list[Any] = list(announced)
+        except Exception as exc:
+            raise InputError(f"{source}: atoll_plugin_classes() failed: {type(exc).__name__}: {exc}",
+                             "plugins") from None
         for cls in classes:
             _check_plugin_class(cls, source)
             if cls.name in entries:
@@ -102,6 +109,29 @@ def discover(entry_points: bool = True, extra_modules: tuple[str, ...] = ()) -> 
                 )
             entries[cls.name] = PluginEntry(cls, source)
     return PluginCatalog(entries)
+
+
+def _load_entry_points(pm: pluggy.PluginManager) -> dict[str, str]:
+    """Register every ``atoll.plugins`` entry point; a broken package is named, not a traceback.
+
+    Returns {registered name: "dist version"}. Like pluggy's load_setuptools_entrypoints,
+    but with one error per failing entry point."""
+    sources: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        for ep in dist.entry_points:
+            if ep.group != ENTRY_POINT_GROUP or pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
+                continue
+            label = f"{dist.metadata['name']} {dist.version}"
+            try:
+                module = ep.load()
+                pm.register(module, name=ep.name)
+            except pluggy.PluginValidationError as exc:
+                raise InputError(f"{label}: entry point {ep.name} = {ep.value}: {exc}", "plugins") from None
+            except Exception as exc:
+                raise InputError(f"cannot load plugin package {label} (entry point {ep.name} = {ep.value}): "
+                                 f"{type(exc).__name__}: {exc}", "plugins") from None
+            sources[ep.name] = label
+    return sources
 
 
 def _check_plugin_class(cls: object, source: str) -> None:

@@ -20,7 +20,7 @@ def selector_from_text(text: str, source: str) -> ManagedSelector:
     try:
         from engine.policy import load_policy_text  # type: ignore[attr-defined,unused-ignore]
     except ImportError:
-        load_policy_text = None
+        load_policy_text = None  # type: ignore[assignment,unused-ignore]
     if load_policy_text is not None:
         return selector_from_policy(load_policy_text(text, source))
     try:

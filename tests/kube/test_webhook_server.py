@@ -40,16 +40,21 @@ async def test_mutate_health_metrics() -> None:
         await client.close()
 
 
+def managing(kind: str) -> str:
+    return ("apiVersion: atoll.dev/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: t}\n"
+            f"spec:\n  pipeline: {{}}\n  managedWorkloads:\n    kinds: [{kind}]\n")
+
+
 def test_policy_reload_keeps_previous_on_error(tmp_path: Path) -> None:
     path = tmp_path / "policy.yaml"
-    path.write_text("spec:\n  managedWorkloads:\n    kinds: [apps/v1/Deployment]\n")
+    path.write_text(managing("apps/v1/Deployment"))
     server = WebhookServer(selector_from_file(str(path)), lambda: selector_from_file(str(path)), (str(path),))
     assert server.selector.kinds == frozenset({"apps/v1/Deployment"})
     path.write_text("spec: [unclosed\n")
     os.utime(path, ns=(1, 1))
     assert server.reload_policy() is False
     assert server.selector.kinds == frozenset({"apps/v1/Deployment"})
-    path.write_text("spec:\n  managedWorkloads:\n    kinds: [batch/v1/Job]\n")
+    path.write_text(managing("batch/v1/Job"))
     os.utime(path, ns=(2, 2))
     assert server.reload_policy() is True
     assert server.selector.kinds == frozenset({"batch/v1/Job"})

@@ -1,0 +1,107 @@
+"""Evaluate a CEL expression over (job, cluster) pairs only when its inputs change.
+
+cel-python costs ~70-250 us per evaluation, so a result is cached under a key made of
+exactly what the expression can see:
+
+* the job part is the value of every ``job.<field>`` the expression reads (so jobs
+  that differ only in fields it ignores share results: ``job.labels['tier']`` is
+  evaluated once per distinct label set, not once per job). An expression that uses
+  ``job`` other than as ``job.<field>`` is keyed on (job.id, job.generation, job.attempts).
+* the cluster part is (cluster.name, cluster.generation), plus the cluster's current
+  free capacity when the expression reads ``cluster.free`` (free capacity moves with
+  every admission without a new generation).
+
+CEL activations are built lazily, once per job per call and once per cluster state.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Hashable, Optional
+
+from engine.cel import CelExpression, CelRuntimeError, to_cel
+from engine.cel_vars import CelCache, cluster_vars, job_vars
+from engine.core.state import FleetState
+from engine.model import Cluster, Job
+from engine.resources import GPU
+
+_STRING = re.compile(r"'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"")
+
+
+def _frozen(mapping: dict[str, Any]) -> frozenset[tuple[str, Any]]:
+    return frozenset(mapping.items())
+
+
+_JOB_FIELDS: dict[str, Callable[[Job], Hashable]] = {
+    "name": lambda j: j.name,
+    "namespace": lambda j: j.namespace,
+    "kind": lambda j: j.kind,
+    "queue": lambda j: j.queue,
+    "priority": lambda j: j.priority,
+    "priorityClassName": lambda j: j.priority_class,
+    "labels": lambda j: _frozen(j.labels),
+    "annotations": lambda j: _frozen(j.annotations),
+    "submitTime": lambda j: float(j.submit_time),
+    "attempts": lambda j: j.attempts,
+    "replicas": lambda j: sum(t.replicas for t in j.tasks),
+    "minAvailable": lambda j: sum(t.min_available for t in j.tasks),
+    "demand": lambda j: _frozen(j.demand),
+    "minDemand": lambda j: _frozen(j.min_demand),
+    "gpus": lambda j: j.demand.get(GPU, 0),
+    "tasks": lambda j: tuple((t.name, t.replicas, t.min_available, _frozen(t.resources)) for t in j.tasks),
+}
+
+
+def referenced_fields(text: str, variable: str) -> Optional[frozenset[str]]:
+    """The fields ``text`` reads as ``variable.<field>``; None when it uses ``variable`` otherwise."""
+    code = _STRING.sub("''", text)
+    fields = set(re.findall(rf"(?<![\w.]){variable}\s*\.\s*([A-Za-z_]\w*)", code))
+    bare = re.search(rf"(?<![\w.]){variable}\b(?!\s*\.)", code)
+    return None if bare else frozenset(fields)
+
+
+class PairCel:
+    """One compiled (job, cluster) expression and its result cache."""
+
+    def __init__(self, expression: CelExpression) -> None:
+        self.expression = expression
+        job_fields = referenced_fields(expression.text, "job")
+        if job_fields is not None and not job_fields <= set(_JOB_FIELDS):
+            job_fields = None
+        self._job_getters = None if job_fields is None else [(f, _JOB_FIELDS[f]) for f in sorted(job_fields)]
+        cluster_fields = referenced_fields(expression.text, "cluster")
+        self.uses_free = cluster_fields is None or "free" in cluster_fields
+        self._results: CelCache[Hashable] = CelCache()
+        self._clusters: CelCache[Hashable] = CelCache(limit=10_000)
+        self.evaluations = 0            # real CEL evaluations so far (tests and benchmarks read it)
+
+    def job_key(self, job: Job) -> Hashable:
+        if self._job_getters is None:
+            return ("job", job.id, job.generation, job.attempts)
+        return tuple(getter(job) for _, getter in self._job_getters)
+
+    def cluster_key(self, cluster: Cluster, state: FleetState) -> Hashable:
+        if self.uses_free:
+            return (cluster.name, cluster.generation, _frozen(state.free(cluster.name)))
+        return (cluster.name, cluster.generation)
+
+    def evaluate(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, tuple[bool, Any]]:
+        """{cluster name: (ok, value or error message)} for every cluster."""
+        job_key = self.job_key(job)
+        job_cel: list[Any] = []
+        out: dict[str, tuple[bool, Any]] = {}
+        for cluster in clusters:
+            cluster_key = self.cluster_key(cluster, state)
+
+            def compute(cluster: Cluster = cluster, cluster_key: Hashable = cluster_key) -> tuple[bool, Any]:
+                if not job_cel:
+                    job_cel.append(to_cel(job_vars(job)))
+                cluster_cel = self._clusters.get(cluster_key, lambda: to_cel(cluster_vars(cluster, state)))
+                self.evaluations += 1
+                try:
+                    return True, self.expression.evaluate_cel({"job": job_cel[0], "cluster": cluster_cel})
+                except CelRuntimeError as exc:
+                    return False, str(exc)
+
+            out[cluster.name] = self._results.get((job_key, cluster_key), compute)
+        return out

@@ -1,0 +1,175 @@
+"""Helpers shared by the placement plugins: config defaults, durations, and exact replica fitting.
+
+Fitting is integer arithmetic on resource vectors (``engine.resources``): how many
+replicas of a task fit in what a cluster has free, and greedy packing of a job's
+tasks into one or several clusters. Nothing here reads the clock or does I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+from engine.errors import InputError
+from engine.model import Job, Placement, Task
+from engine.resources import Resources, add_into, scale
+
+_VALIDATORS: dict[int, Draft202012Validator] = {}
+
+
+def configure(schema: dict[str, Any], config: Optional[Mapping[str, Any]], where: str) -> dict[str, Any]:
+    """Validate ``config`` against the plugin's schema and fill in the top-level defaults, so a
+    plugin built directly with ``{}`` behaves exactly as one loaded from a policy."""
+    raw = dict(config or {})
+    validator = _VALIDATORS.get(id(schema))
+    if validator is None:
+        validator = _VALIDATORS[id(schema)] = Draft202012Validator(schema)
+    error = best_match(validator.iter_errors(raw))
+    if error is not None:
+        path = "".join(f".{p}" if isinstance(p, str) else f"[{p}]" for p in error.absolute_path)
+        raise InputError(error.message, f"{where}{path}")
+    for name, prop in schema.get("properties", {}).items():
+        if name not in raw and isinstance(prop, dict) and "default" in prop:
+            default = prop["default"]
+            raw[name] = dict(default) if isinstance(default, dict) else \
+                list(default) if isinstance(default, list) else default
+    return raw
+
+
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
+
+
+def parse_duration(value: object, where: str) -> float:
+    """Seconds from a number or a Go-style duration string (``10s``, ``5m``, ``1h30m``)."""
+    if isinstance(value, bool):
+        raise InputError(f"expected seconds or a duration like '10s', got {value!r}", where)
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str) and value and (match := _DURATION.match(value.strip())) and any(match.groups()):
+        hours, minutes, secs = (float(g) if g else 0.0 for g in match.groups())
+        seconds = hours * 3600 + minutes * 60 + secs
+    else:
+        raise InputError(f"expected seconds or a duration like '10s', '5m', '1h30m', got {value!r}", where)
+    if seconds < 0:
+        raise InputError(f"duration {value!r} is negative", where)
+    return seconds
+
+
+# -- fitting ---------------------------------------------------------------------------------
+def fit_count(per_replica: Mapping[str, int], free: Mapping[str, int], cap: int) -> int:
+    """How many replicas (at most ``cap``) fit in ``free``. A replica asking for nothing always fits."""
+    best = cap
+    for name, amount in per_replica.items():
+        if amount > 0:
+            n = free.get(name, 0) // amount
+            if n < best:
+                best = n
+                if best <= 0:
+                    return 0
+    return max(best, 0)
+
+
+def place_in_one(job: Job, free: Mapping[str, int]) -> Optional[dict[str, int]]:
+    """Replicas per task for ``job`` in a cluster with ``free``: minAvailable of every task
+    (else None), then as many further replicas as fit, task by task in the job's order."""
+    left = dict(free)
+    out: dict[str, int] = {}
+    for task in job.tasks:
+        need = task.min_available
+        if need and fit_count(task.resources, left, need) < need:
+            return None
+        add_into(left, scale(task.resources, need), -1)
+        out[task.name] = need
+    for task in job.tasks:
+        extra = fit_count(task.resources, left, task.replicas - out[task.name])
+        if extra:
+            add_into(left, scale(task.resources, extra), -1)
+            out[task.name] += extra
+    return {name: n for name, n in out.items() if n}
+
+
+def whole_fits(job: Job, free: Mapping[str, int]) -> bool:
+    for name, amount in job.demand.items():
+        if amount > free.get(name, 0):
+            return False
+    return True
+
+
+def pack_across(tasks: Sequence[Task], clusters: Iterable[str], free: Mapping[str, Resources],
+                wanted: Mapping[str, int]) -> tuple[Placement, dict[str, int], dict[str, Resources]]:
+    """Greedy: fill clusters in the given order with up to ``wanted[task]`` replicas of each task.
+    Returns the placement, what could not be placed, and what is left free per cluster.
+    ``free`` is not mutated."""
+    left = {name: dict(free[name]) for name in free}
+    missing = {t.name: wanted.get(t.name, 0) for t in tasks if wanted.get(t.name, 0) > 0}
+    placement: Placement = {}
+    for cluster in clusters:
+        if not missing:
+            break
+        room = left[cluster]
+        for task in tasks:
+            need = missing.get(task.name, 0)
+            if not need:
+                continue
+            n = fit_count(task.resources, room, need)
+            if n:
+                add_into(room, scale(task.resources, n), -1)
+                placement.setdefault(cluster, {})[task.name] = placement.get(cluster, {}).get(task.name, 0) + n
+                if n == need:
+                    del missing[task.name]
+                else:
+                    missing[task.name] = need - n
+    return placement, missing, left
+
+
+def merge(a: Placement, b: Placement) -> Placement:
+    out: Placement = {c: dict(p) for c, p in a.items()}
+    for cluster, tasks in b.items():
+        target = out.setdefault(cluster, {})
+        for task, n in tasks.items():
+            target[task] = target.get(task, 0) + n
+    return out
+
+
+def placed_counts(placement: Placement) -> dict[str, int]:
+    """Replicas per task summed over clusters."""
+    counts: dict[str, int] = {}
+    for tasks in placement.values():
+        for task, n in tasks.items():
+            counts[task] = counts.get(task, 0) + n
+    return counts
+
+
+def is_gang(job: Job) -> bool:
+    """A job is a gang when some task needs more than one pod to start together (or several tasks do)."""
+    return any(t.min_available > 1 for t in job.tasks) or sum(1 for t in job.tasks if t.min_available) > 1
+
+
+# -- utilisation scores (binpack, spread) -------------------------------------------------------
+def resource_weights(request: Mapping[str, int], weights: Mapping[str, int]) -> dict[str, int]:
+    """The weights of the resources a job requests; equal weights when none of them is configured."""
+    chosen = {name: weights.get(name, 0) for name in request if request[name] > 0 and weights.get(name, 0) > 0}
+    return chosen or {name: 1 for name in request if request[name] > 0}
+
+
+def utilisation_after(request: Mapping[str, int], free: Mapping[str, int], allocatable: Mapping[str, int],
+                      weights: Mapping[str, int]) -> Optional[int]:
+    """Weighted mean, in percent (0-100, integer), of how full the cluster would be with ``request``
+    placed; None when it does not fit. Used by binpack (higher = fuller) and spread (lower)."""
+    chosen = resource_weights(request, weights)
+    total_weight = sum(chosen.values())
+    if not total_weight:
+        return 0
+    score = 0
+    for name, weight in chosen.items():
+        cap = allocatable.get(name, 0)
+        want = request[name]
+        have = free.get(name, 0)
+        if want > have or cap <= 0:
+            return None
+        used_after = min(cap, cap - have + want)
+        score += weight * (used_after * 100 // cap)
+    return score // total_weight

@@ -1,0 +1,48 @@
+"""binpack: prefer the cluster the job fills most (Volcano's binpack, per cluster).
+
+Packing jobs into the fullest clusters that still fit them keeps whole clusters free
+for the next large gang, which is what fragments a fleet first. The score of a
+candidate is ``weight × utilisation after placing`` (0-100, resource-weighted as in
+Volcano's binpack): the whole job when it fits there, else its gang minimum; a
+cluster where not even the minimum fits scores 0. The engine sorts candidates by the
+summed scores, so the place plugin (gang, or the default whole-job placement) puts the
+job whole into the fullest cluster that fits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.core.state import FleetState
+from engine.hookspecs import hookimpl
+from engine.model import Cluster, Job
+from engine.plugin import Plugin
+from plugins._placeutil import configure, utilisation_after
+
+
+class Binpack(Plugin):
+    """Score clusters by how full they would be with the job placed (fuller is better)."""
+
+    name = "binpack"
+    stages = ("place",)
+    description = "prefer the fullest cluster that fits the job (score), keeping whole clusters free for big gangs"
+
+    def __init__(self, config: dict[str, Any], cel: Any, where: str = "") -> None:
+        where = where or f"spec.plugins.{self.name}"
+        super().__init__(configure(self.schema(), config, where), cel, where)
+        self.weight: int = self.config["weight"]
+        self.resources: dict[str, int] = dict(self.config["resources"])
+
+    @hookimpl
+    def atoll_score(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for cluster in clusters:
+            free = state.free(cluster.name)
+            used = utilisation_after(job.demand, free, cluster.allocatable, self.resources)
+            if used is None:
+                used = utilisation_after(job.min_demand, free, cluster.allocatable, self.resources)
+            out[cluster.name] = self.weight * (used or 0)
+        return out
+
+
+PLUGINS = [Binpack]

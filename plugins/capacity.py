@@ -1,0 +1,108 @@
+"""capacity (admit): queue quotas — capability (max), guarantee (min), hierarchy, borrowing —
+and the fleet's free capacity, so the queues together never oversubscribe the fleet.
+
+For a job of queue Q demanding d (all replicas: what admission books), per resource:
+
+1. **capability**: for Q and every ancestor A with a capability listing the resource,
+   ``allocated + d <= capability`` (``allocated`` includes descendants, so a parent's
+   capability caps the sum of its children). Resources not listed are unlimited.
+2. **deserved** (only with ``borrowing: false``): the same check against ``deserved``.
+   With borrowing (the default) a queue may run beyond its deserved share on capacity
+   nobody else is using, up to its capability; fair order (drf) decides who goes first.
+3. **fleet free and guarantees**: ``d <= fleet free - capacity protected from Q``, where
+   the protected part is the unused guarantees of every queue outside Q's own line (see
+   ``plugins._guarantees``). A queue below its guarantee therefore always finds its
+   guarantee free (if the fleet has it), and no admission can eat into another queue's.
+
+Refusals carry no ``retry_at``: they can only change when capacity is freed or a queue is
+edited, both of which move the capacity epoch and re-examine the job. Each check is
+O(depth x resources) with cached fleet views: no loop over clusters, queues or jobs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Optional
+
+from engine.core.state import FleetState
+from engine.hookspecs import hookimpl
+from engine.model import Job, Queue, Refusal
+from engine.plugin import Plugin
+from engine.resources import Resources
+from plugins._guarantees import GuaranteeLedger
+from plugins._queue_common import qty, settings
+
+
+class Capacity(Plugin):
+    """Admits a job only within its queues' capabilities and the fleet's unreserved free capacity."""
+
+    name = "capacity"
+    stages = ("admit",)
+    description = "queue capability/guarantee/deserved (hierarchical) and fleet free capacity"
+    DEFAULTS: ClassVar[dict[str, Any]] = {"guarantees": True, "borrowing": True, "fleetFree": True}
+
+    def __init__(self, config: dict[str, Any], cel: Any, where: str = "") -> None:
+        super().__init__(config, cel, where)
+        conf = settings(config, self.DEFAULTS)
+        self.guarantees: bool = bool(conf["guarantees"])
+        self.borrowing: bool = bool(conf["borrowing"])
+        self.fleet_free: bool = bool(conf["fleetFree"])
+        self.ledger = GuaranteeLedger()
+
+    @hookimpl
+    def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:
+        queue = state.queues.get(job.queue)
+        if queue is None:
+            return None                                  # the engine reports unknown queues
+        demand = job.demand
+        line = [queue, *state.ancestors(queue.name)] if queue.parent else [queue]
+        for q in line:
+            if q.capability:
+                refusal = self._limit(q, queue, demand, q.capability, "capability")
+                if refusal is not None:
+                    return refusal
+            if not self.borrowing and q.deserved:
+                refusal = self._limit(q, queue, demand, q.deserved, "deserved share")
+                if refusal is not None:
+                    return refusal
+        if self.fleet_free:
+            refusal = self._fleet(queue, demand, state)
+            if refusal is not None:
+                return refusal
+        if self.guarantees:
+            self.ledger.touch(queue.name)
+        return None
+
+    def _limit(self, q: Queue, queue: Queue, demand: Resources, limits: Resources, what: str) -> Optional[Refusal]:
+        for resource, amount in demand.items():
+            limit = limits.get(resource)
+            if limit is None:
+                continue
+            used = q.allocated.get(resource, 0)
+            if used + amount > limit:
+                whose = f"queue {q.name}" if q is queue else f"parent queue {q.name} (of {queue.name})"
+                return Refusal(f"{whose} {what} {resource} {qty(resource, limit)} would be exceeded: "
+                               f"{qty(resource, used)} used + {qty(resource, amount)} requested", self.name)
+        return None
+
+    def _fleet(self, queue: Queue, demand: Resources, state: FleetState) -> Optional[Refusal]:
+        free = state.fleet_free
+        protected: Resources = {}
+        if self.guarantees:
+            self.ledger.sync(state)
+            if self.ledger.active:
+                protected = self.ledger.protected_from(queue.name, state)
+        for resource, amount in demand.items():
+            have = free.get(resource, 0)
+            kept = protected.get(resource, 0)
+            if amount > have - kept:
+                if kept > 0:
+                    usable = max(0, have - kept)
+                    return Refusal(f"queue {queue.name}: {resource} {qty(resource, amount)} requested but only "
+                                   f"{qty(resource, usable)} of the fleet's {qty(resource, have)} free may be used: "
+                                   f"{qty(resource, kept)} is kept for other queues' unused guarantees", self.name)
+                return Refusal(f"fleet has {resource} {qty(resource, have)} free, job requests "
+                               f"{qty(resource, amount)}", self.name)
+        return None
+
+
+PLUGINS = [Capacity]

@@ -1,0 +1,80 @@
+"""cluster-filter and cluster-score: the policy's own CEL over (job, cluster) pairs.
+
+``cluster-filter`` keeps a candidate cluster when its ``expression`` is true (e.g.
+``job.labels['tier'] != 'prod' || cluster.labels['env'] == 'prod'``); the reason for a
+removed cluster names the expression. ``cluster-score`` adds ``weight × expression``
+(a number) to a candidate's score. Both evaluate only candidate clusters and cache
+results on what the expression reads (see ``plugins._celpair``).
+
+An expression that fails on a real pair (say a label the job lacks) removes the
+cluster (filter: fail closed, with the error as the reason) or scores 0 (score).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.core.state import FleetState
+from engine.hookspecs import hookimpl
+from engine.model import Cluster, Job
+from engine.plugin import Plugin
+from plugins._celpair import PairCel
+from plugins._placeutil import configure
+
+
+def _compiler(cel: Any) -> Any:
+    if cel is None:
+        from engine.cel import CelCompiler
+        return CelCompiler()
+    return cel
+
+
+class ClusterFilter(Plugin):
+    """Remove candidate clusters for which the policy's CEL expression is false."""
+
+    name = "cluster-filter"
+    stages = ("place",)
+    description = "CEL bool expression over job and cluster; true keeps the cluster as a candidate"
+
+    def __init__(self, config: dict[str, Any], cel: Any, where: str = "") -> None:
+        where = where or f"spec.plugins.{self.name}"
+        super().__init__(configure(self.schema(), config, where), cel, where)
+        self.text: str = self.config["expression"]
+        compiled = _compiler(cel).compile(self.text, f"{self.where}.expression", ("job", "cluster"), "bool")
+        self.pairs = PairCel(compiled)
+
+    @hookimpl
+    def atoll_filter(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for name, (ok, value) in self.pairs.evaluate(job, clusters, state).items():
+            if not ok:
+                out[name] = f"cluster-filter {self.text!r} failed: {value}"
+            elif not value:
+                out[name] = f"cluster-filter {self.text!r} is false"
+        return out
+
+
+class ClusterScore(Plugin):
+    """Add weight × the policy's CEL number to each candidate cluster's score."""
+
+    name = "cluster-score"
+    stages = ("place",)
+    description = "CEL number expression over job and cluster, times weight, added to the cluster's score"
+
+    def __init__(self, config: dict[str, Any], cel: Any, where: str = "") -> None:
+        where = where or f"spec.plugins.{self.name}"
+        super().__init__(configure(self.schema(), config, where), cel, where)
+        self.text = self.config["expression"]
+        self.weight: int = self.config["weight"]
+        compiled = _compiler(cel).compile(self.text, f"{self.where}.expression", ("job", "cluster"), "number")
+        self.pairs = PairCel(compiled)
+
+    @hookimpl
+    def atoll_score(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for name, (ok, value) in self.pairs.evaluate(job, clusters, state).items():
+            out[name] = round(value * self.weight) if ok else 0
+        return out
+
+
+PLUGINS = [ClusterFilter, ClusterScore]

@@ -1,0 +1,96 @@
+"""gang: all-or-nothing admission and placement (Volcano's gang, for a fleet).
+
+A job is admitted only if minAvailable of every task can start at once. By default the
+whole gang must fit in ONE cluster, because pods of one gang in two clusters cannot
+see each other's member scheduler: Volcano in each member would only ever hold its own
+part. With ``allowSplit: true`` the gang's minimum may span clusters; that is only
+useful when the member schedulers cooperate (e.g. one PodGroup per cluster with a
+fleet-level barrier) — Atoll then guarantees the capacity, not the joint start.
+
+Admit refuses in O(1) when the minimum exceeds ``state.max_free`` (single cluster) or
+``state.fleet_free`` (split); the exact check runs at place time, after the filters,
+over the candidate clusters.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Union
+
+from engine.core.state import FleetState
+from engine.hookspecs import hookimpl
+from engine.model import Cluster, Job, Placement, Refusal
+from engine.plugin import Plugin
+from engine.resources import fits, format_resources
+from plugins._placeutil import configure, merge, pack_across, place_in_one, whole_fits
+
+
+class Gang(Plugin):
+    """Admit a job only when its gang minimum can start at once; place it whole when it fits."""
+
+    name = "gang"
+    stages = ("admit", "place")
+    description = "all-or-nothing: admit only if minAvailable of every task can start at once (one cluster by default)"
+
+    def __init__(self, config: dict[str, Any], cel: Any, where: str = "") -> None:
+        where = where or f"spec.plugins.{self.name}"
+        super().__init__(configure(self.schema(), config, where), cel, where)
+        self.allow_split = bool(self.config["allowSplit"])
+
+    # -- admit ------------------------------------------------------------------------------
+    @hookimpl
+    def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:
+        need = job.min_demand
+        if not self.allow_split:
+            best = state.max_free
+            if not fits(need, best):
+                return Refusal(f"gang needs {format_resources(need)} in one cluster; the most free in one cluster "
+                               f"is {format_resources({k: best.get(k, 0) for k in need})}", self.name)
+            return None
+        fleet = state.fleet_free
+        if not fits(need, fleet):
+            return Refusal(f"gang needs {format_resources(need)} across the fleet; the fleet has "
+                           f"{format_resources({k: fleet.get(k, 0) for k in need})} free", self.name)
+        return None
+
+    # -- place ------------------------------------------------------------------------------
+    @hookimpl
+    def atoll_place(self, job: Job, clusters: list[Cluster], state: FleetState) -> Union[Placement, Refusal, None]:
+        """First candidate (best score first) where the whole job fits; else the first where the
+        gang minimum fits, with as many extra replicas as fit there; else (allowSplit) a greedy
+        spread of the minimum, then of the extras, over the candidates in order."""
+        if not clusters:
+            return None
+        try_whole = fits(job.demand, state.max_free)
+        fallback: Optional[Placement] = None
+        for cluster in clusters:
+            free = state.free(cluster.name)
+            if try_whole and whole_fits(job, free):
+                return {cluster.name: {t.name: t.replicas for t in job.tasks if t.replicas}}
+            if fallback is None:
+                part = place_in_one(job, free)
+                if part is not None:
+                    if not try_whole:
+                        return {cluster.name: part}
+                    fallback = {cluster.name: part}
+        if fallback is not None:
+            return fallback
+        if not self.allow_split:
+            return Refusal(f"gang needs {format_resources(job.min_demand)} in one cluster; none of the "
+                           f"{len(clusters)} candidate cluster(s) has it free", self.name)
+        return self._split(job, clusters, state)
+
+    def _split(self, job: Job, clusters: list[Cluster], state: FleetState) -> Union[Placement, Refusal]:
+        names = [c.name for c in clusters]
+        free = {name: state.free(name) for name in names}
+        minimum = {t.name: t.min_available for t in job.tasks}
+        placement, missing, left = pack_across(job.tasks, names, free, minimum)
+        if missing:
+            unplaced = ", ".join(f"{task}: {n}" for task, n in sorted(missing.items()))
+            return Refusal(f"gang needs {format_resources(job.min_demand)} across clusters; the candidates "
+                           f"cannot hold the minimum (replicas left over: {unplaced})", self.name)
+        extras = {t.name: t.replicas - t.min_available for t in job.tasks}
+        more, _, _ = pack_across(job.tasks, names, left, extras)
+        return merge(placement, more)
+
+
+PLUGINS = [Gang]

@@ -1,0 +1,161 @@
+"""gpu-capacity: GPU-aware admission and cluster filtering.
+
+GPUs are extended resources (``nvidia.com/gpu`` and any resource matching the
+configured names/globs). A job may ask for GPU models through a label or annotation
+(``atoll.dev/gpu-model: a100`` or ``a100,h100``); a cluster's model is its
+``gpu-model`` label or, failing that, NVIDIA GPU feature discovery's
+``nvidia.com/gpu.product``. Queues may have a GPU quota (``queueQuotas``) and/or a
+capability on a GPU resource; both are checked for the queue and its ancestors.
+
+Admit refuses in O(1) when the job's GPU minimum exceeds the most free GPUs in one
+cluster; the model check walks only the clusters of the requested model (cached per
+set of clusters). The place-stage filter removes clusters without the model or
+without enough free GPUs.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Any, Optional
+
+from engine.core.state import FleetState
+from engine.hookspecs import hookimpl
+from engine.model import Cluster, Job, Refusal
+from engine.plugin import Plugin
+from engine.resources import Resources, fits, format_resources
+from plugins._placeutil import configure
+
+
+class GpuCapacity(Plugin):
+    """GPU quotas per queue, GPU model matching, and a filter on free GPUs per cluster."""
+
+    name = "gpu-capacity"
+    stages = ("admit", "place")
+    description = "GPU quotas per queue, GPU model matching via cluster labels, and free-GPU cluster filtering"
+
+    def __init__(self, config: dict[str, Any], cel: Any, where: str = "") -> None:
+        where = where or f"spec.plugins.{self.name}"
+        super().__init__(configure(self.schema(), config, where), cel, where)
+        self.patterns: list[str] = list(self.config["gpuResources"])
+        self.job_key: str = self.config["jobKey"]
+        self.cluster_labels: list[str] = [self.config["clusterLabel"], *self.config["fallbackClusterLabels"]]
+        self.quotas: dict[str, int] = dict(self.config["queueQuotas"])
+        self.allow_split = bool(self.config["allowSplit"])
+        self._is_gpu: dict[str, bool] = {}
+        self._model_index: tuple[Optional[list[Cluster]], dict[str, list[str]]] = (None, {})
+
+    # -- helpers ------------------------------------------------------------------------------
+    def is_gpu(self, resource: str) -> bool:
+        known = self._is_gpu.get(resource)
+        if known is None:
+            known = self._is_gpu[resource] = any(fnmatch.fnmatchcase(resource, p) for p in self.patterns)
+        return known
+
+    def gpus(self, vector: Resources) -> Resources:
+        """The GPU part of a resource vector."""
+        return {name: amount for name, amount in vector.items() if amount and self.is_gpu(name)}
+
+    def wanted_models(self, job: Job) -> list[str]:
+        raw = job.labels.get(self.job_key) or job.annotations.get(self.job_key) or ""
+        return [m.strip().lower() for m in raw.split(",") if m.strip()]
+
+    def cluster_model(self, cluster: Cluster) -> str:
+        for label in self.cluster_labels:
+            value = cluster.labels.get(label)
+            if value:
+                return value.strip().lower()
+        return ""
+
+    def _clusters_by_model(self, state: FleetState) -> dict[str, list[str]]:
+        ready = state.ready_clusters()
+        cached_for, index = self._model_index
+        if cached_for is not ready:       # ready_clusters() returns a new list whenever a cluster changes
+            index = {}
+            for cluster in ready:
+                model = self.cluster_model(cluster)
+                if model:
+                    index.setdefault(model, []).append(cluster.name)
+            self._model_index = (ready, index)
+        return index
+
+    # -- admit --------------------------------------------------------------------------------
+    @hookimpl
+    def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:
+        want = self.gpus(job.demand)
+        if not want:
+            return None
+        refusal = self._quota(job, want, state)
+        if refusal is not None:
+            return refusal
+        minimum = self.gpus(job.min_demand) or want
+        if not self.allow_split and not fits(minimum, state.max_free):
+            best = state.max_free
+            return Refusal(f"needs {format_resources(minimum)} in one cluster; the most free in one cluster is "
+                           f"{format_resources({k: best.get(k, 0) for k in minimum})}", self.name)
+        models = self.wanted_models(job)
+        if not models:
+            return None
+        index = self._clusters_by_model(state)
+        names = [name for model in models for name in index.get(model, ())]
+        if not names:
+            return Refusal(f"no ready cluster has GPU model {' or '.join(models)} "
+                           f"(labels {', '.join(self.cluster_labels)})", self.name)
+        if self.allow_split:
+            total: Resources = {}
+            for name in names:
+                for resource, amount in state.free(name).items():
+                    if resource in minimum:
+                        total[resource] = total.get(resource, 0) + amount
+            if fits(minimum, total):
+                return None
+            return Refusal(f"needs {format_resources(minimum)} on GPU model {' or '.join(models)}; those clusters "
+                           f"have {format_resources({k: total.get(k, 0) for k in minimum})} free", self.name)
+        if any(fits(minimum, state.free(name)) for name in names):
+            return None
+        return Refusal(f"needs {format_resources(minimum)} in one cluster with GPU model {' or '.join(models)}; "
+                       f"none of its {len(names)} cluster(s) has that free", self.name)
+
+    def _quota(self, job: Job, want: Resources, state: FleetState) -> Optional[Refusal]:
+        count = sum(want.values())
+        queue = state.queues.get(job.queue)
+        chain = [queue, *state.ancestors(job.queue)] if queue is not None else []
+        for q in chain:
+            used = self.gpus(q.allocated)
+            quota = self.quotas.get(q.name)
+            if quota is not None and sum(used.values()) + count > quota:
+                return Refusal(f"queue {q.name} GPU quota {quota} would be exceeded: {sum(used.values())} in use, "
+                               f"job needs {count}", self.name)
+            for resource, cap in (q.capability or {}).items():
+                if resource in want and used.get(resource, 0) + want[resource] > cap:
+                    return Refusal(f"queue {q.name} capability {resource}={cap} would be exceeded: "
+                                   f"{used.get(resource, 0)} in use, job needs {want[resource]}", self.name)
+        return None
+
+    # -- place --------------------------------------------------------------------------------
+    @hookimpl
+    def atoll_filter(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, str]:
+        want = self.gpus(job.demand)
+        if not want:
+            return {}
+        models = self.wanted_models(job)
+        minimum = self.gpus(job.min_demand) or want
+        if self.allow_split:         # a cluster is useful if it holds one replica of some GPU task
+            smallest = [self.gpus(t.resources) for t in job.tasks if self.gpus(t.resources)]
+        out: dict[str, str] = {}
+        for cluster in clusters:
+            if models:
+                model = self.cluster_model(cluster)
+                if model not in models:
+                    out[cluster.name] = (f"GPU model {model or 'unknown'}, job asks for {' or '.join(models)}")
+                    continue
+            free = state.free(cluster.name)
+            if self.allow_split:
+                if not any(fits(one, free) for one in smallest):
+                    out[cluster.name] = "no room for one GPU replica"
+            elif not fits(minimum, free):
+                out[cluster.name] = (f"{format_resources({k: free.get(k, 0) for k in minimum})} free, "
+                                     f"job needs {format_resources(minimum)}")
+        return out
+
+
+PLUGINS = [GpuCapacity]

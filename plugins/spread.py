@@ -1,0 +1,90 @@
+"""spread: prefer the emptiest cluster, and optionally divide replicas of non-gang jobs.
+
+Spreading keeps load (and the blast radius of a lost cluster) even across the fleet.
+The score of a candidate is ``weight × (100 − utilisation after placing)``: the job
+(or its minimum) in the emptiest cluster scores highest; 0 where not even the minimum
+fits. With ``splitReplicas`` the plugin also *places* jobs that are not gangs (no task
+needs more than one pod started with others): each task's replicas are divided as
+evenly as capacity allows over the candidates, best score first. A gang, or a job
+whose replicas do not all fit, is left to the next place plugin.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from engine.core.state import FleetState
+from engine.hookspecs import hookimpl
+from engine.model import Cluster, Job, Placement
+from engine.plugin import Plugin
+from engine.resources import add_into, scale
+from plugins._placeutil import configure, fit_count, is_gang, utilisation_after
+
+
+class Spread(Plugin):
+    """Score clusters by how empty they stay with the job placed; optionally divide replicas."""
+
+    name = "spread"
+    stages = ("place",)
+    description = "prefer the emptiest cluster (score); optionally divide replicas of non-gang jobs across clusters"
+
+    def __init__(self, config: dict[str, Any], cel: Any, where: str = "") -> None:
+        where = where or f"spec.plugins.{self.name}"
+        super().__init__(configure(self.schema(), config, where), cel, where)
+        self.weight: int = self.config["weight"]
+        self.resources: dict[str, int] = dict(self.config["resources"])
+        self.split = bool(self.config["splitReplicas"])
+
+    @hookimpl
+    def atoll_score(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for cluster in clusters:
+            free = state.free(cluster.name)
+            used = utilisation_after(job.demand, free, cluster.allocatable, self.resources)
+            if used is None:
+                used = utilisation_after(job.min_demand, free, cluster.allocatable, self.resources)
+            out[cluster.name] = 0 if used is None else self.weight * (100 - used)
+        return out
+
+    @hookimpl
+    def atoll_place(self, job: Job, clusters: list[Cluster], state: FleetState) -> Optional[Placement]:
+        if not self.split or len(clusters) < 2 or is_gang(job):
+            return None
+        names = [c.name for c in clusters]
+        left = {name: dict(state.free(name)) for name in names}
+        placement: Placement = {}
+        for task in job.tasks:
+            counts = divide_evenly(task.replicas, [fit_count(task.resources, left[n], task.replicas) for n in names])
+            if counts is None:
+                return None
+            for name, n in zip(names, counts):
+                if n:
+                    placement.setdefault(name, {})[task.name] = n
+                    add_into(left[name], scale(task.resources, n), -1)
+        return placement or None
+
+
+def divide_evenly(replicas: int, caps: list[int]) -> Optional[list[int]]:
+    """Water-fill ``replicas`` over slots with capacities ``caps`` (earlier slots take the
+    remainder first); None when they do not all fit."""
+    if replicas > sum(caps):
+        return None
+    counts = [0] * len(caps)
+    remaining = replicas
+    active = [i for i, cap in enumerate(caps) if cap > 0]
+    while remaining and active:
+        share = max(1, remaining // len(active))
+        still: list[int] = []
+        for i in active:
+            if not remaining:
+                break
+            give = min(share, caps[i] - counts[i], remaining)
+            counts[i] += give
+            remaining -= give
+            if counts[i] < caps[i]:
+                still.append(i)
+        active = still
+    return counts
+
+
+PLUGINS = [Spread]

@@ -1,0 +1,109 @@
+"""requeue-backoff: exponential delays, cluster exclusion that never strands a job, giving up."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.core.state import FleetState
+from engine.errors import InputError
+from engine.model import Failure, FailureKind, JobState
+from plugins.gang import Gang
+from plugins.requeue_backoff import RequeueBackoff
+
+from tests.plugins._fleet import cluster, engine, job, task
+
+
+def fleet(*names: str) -> FleetState:
+    s = FleetState()
+    for name in names:
+        s.upsert_cluster(cluster(name, cpu="8"))
+    return s
+
+
+def test_delays_grow_exponentially_up_to_the_cap() -> None:
+    p = RequeueBackoff({"initialDelay": "10s", "factor": 3, "maxDelay": "1m", "maxAttempts": 10}, None)
+    j = job("j", task("w", 1, cpu="1"))
+    assert [p.delay(j, n) for n in range(1, 6)] == [10, 30, 60, 60, 60]
+
+
+def test_defaults() -> None:
+    p = RequeueBackoff({}, None)
+    assert (p.initial, p.factor, p.maximum, p.max_attempts, p.exclude) == (10, 2, 600, 5, True)
+
+
+def test_seeded_jitter_is_deterministic_and_bounded() -> None:
+    a = RequeueBackoff({"jitter": 0.5, "seed": 7}, None)
+    b = RequeueBackoff({"jitter": 0.5, "seed": 7}, None)
+    c = RequeueBackoff({"jitter": 0.5, "seed": 8}, None)
+    jobs = [job(f"j{i}", task("w", 1)) for i in range(20)]
+    delays = [a.delay(j, 2) for j in jobs]
+    assert delays == [b.delay(j, 2) for j in jobs]
+    assert delays != [c.delay(j, 2) for j in jobs]
+    assert all(20 <= d <= 30 for d in delays) and len(set(delays)) > 1
+
+
+def test_requeue_excludes_the_failed_cluster_and_gives_up_after_max_attempts() -> None:
+    g = Gang({}, None)
+    r = RequeueBackoff({"maxAttempts": 3}, None)
+    e = engine({"admit": [g], "place": [g], "recover": [r]}, [cluster("a", cpu="8"), cluster("b", cpu="8"),
+                                                             cluster("c", cpu="8")])
+    e.submit(job("j", task("w", 2, cpu="2")))
+    now = 0.0
+    seen = []
+    for attempt in range(1, 4):
+        result = e.cycle(now)
+        assert [a.job_id for a in result.admitted] == ["j"]
+        where = next(iter(result.admitted[0].placement))
+        seen.append(where)
+        recovery = e.fail("j", Failure(FailureKind.JOB_FAILED, where, "OOMKilled"), now)
+        if attempt < 3:
+            assert recovery.requeue and recovery.delay == 10 * 2 ** (attempt - 1)
+            assert f"retry {attempt + 1} of 3" in recovery.reason
+            assert e.cycle(now + recovery.delay - 1).admitted == []          # still backing off
+            now += recovery.delay
+        else:
+            assert not recovery.requeue
+            assert recovery.reason == "gave up after 3 attempt(s) (maxAttempts 3); last failure: JobFailed on c: OOMKilled"
+    assert seen == ["a", "b", "c"]
+    assert e.state.jobs["j"].state is JobState.FAILED
+
+
+def test_exclusions_are_cleared_rather_than_leaving_no_cluster() -> None:
+    r = RequeueBackoff({"maxAttempts": 10}, None)
+    s = fleet("a", "b")
+    j = job("j", task("w", 1, cpu="1"))
+    j.attempts = 1
+    first = r.atoll_recover(j, Failure(FailureKind.CLUSTER_LOST, "a"), s, 0)
+    assert first is not None and first.exclude_clusters == {"a"}
+    j.excluded_clusters |= first.exclude_clusters
+    j.attempts = 2
+    second = r.atoll_recover(j, Failure(FailureKind.JOB_FAILED, "b"), s, 0)
+    assert second is not None and second.exclude_clusters == {"b"} and j.excluded_clusters == set()
+
+
+def test_the_only_capable_cluster_is_never_excluded() -> None:
+    r = RequeueBackoff({}, None)
+    s = fleet("a")
+    s.upsert_cluster(cluster("small", cpu="1"))
+    j = job("j", task("w", 2, cpu="2"))          # only "a" can ever hold it
+    j.attempts = 1
+    recovery = r.atoll_recover(j, Failure(FailureKind.JOB_FAILED, "a"), s, 0)
+    assert recovery is not None and recovery.requeue and recovery.exclude_clusters == frozenset()
+
+
+def test_exclusion_only_for_configured_kinds() -> None:
+    s = fleet("a", "b")
+    j = job("j", task("w", 1, cpu="1"))
+    j.attempts = 1
+    deadline = RequeueBackoff({}, None).atoll_recover(j, Failure(FailureKind.DEADLINE, "a"), s, 0)
+    assert deadline is not None and deadline.exclude_clusters == frozenset()
+    off = RequeueBackoff({"excludeFailedCluster": False}, None).atoll_recover(
+        j, Failure(FailureKind.CLUSTER_LOST, "a"), s, 0)
+    assert off is not None and off.exclude_clusters == frozenset()
+
+
+def test_bad_durations_are_input_errors() -> None:
+    with pytest.raises(InputError) as info:
+        RequeueBackoff({"initialDelay": "ten seconds"}, None, "p.yaml: spec.plugins.requeue-backoff")
+    assert "initialDelay" in str(info.value)
+    assert RequeueBackoff({"initialDelay": "1m30s", "maxDelay": 3600}, None).initial == 90
