@@ -68,6 +68,12 @@ def binding(kube: Kube, ns: str, name: str) -> dict[str, Any] | None:
     return rb
 
 
+def scheduled(kube: Kube, ns: str, name: str) -> dict[str, Any] | None:
+    """The binding once karmada-scheduler has set Scheduled=True, else None."""
+    rb = binding(kube, ns, name)
+    return rb if is_true(rb, "Scheduled") else None
+
+
 def condition(obj: dict[str, Any] | None, ctype: str) -> dict[str, Any] | None:
     for c in ((obj or {}).get("status") or {}).get("conditions") or []:
         if c.get("type") == ctype:

@@ -9,7 +9,7 @@ import pytest
 from e2e.conftest import FleetHandle
 from e2e.harness.kube import Kube
 from e2e.tests.support import (batch_job, binding, condition, delete, is_true, namespace, propagation_policy,
-                               unique, until, works_for)
+                               scheduled, unique, until, works_for)
 from engine.resources import parse_quantity
 
 pytestmark = pytest.mark.e2e
@@ -53,8 +53,7 @@ def test_job_propagates_runs_on_kwok_and_completes(fleet: FleetHandle, host: Kub
     rb_name = f"{job}-job"
 
     # Karmada's detector builds the binding with the Job's replicas and per-pod requirements
-    rb = until(f"ResourceBinding {ns}/{rb_name} scheduled",
-               lambda: (b := binding(host, ns, rb_name)) and is_true(b, "Scheduled") and b,
+    rb = until(f"ResourceBinding {ns}/{rb_name} scheduled", lambda: scheduled(host, ns, rb_name),
                show=lambda: binding(host, ns, rb_name))
     assert rb["spec"]["replicas"] == PARALLELISM
     assert parse_quantity(rb["spec"]["replicaRequirements"]["resourceRequest"]["cpu"], "cpu") == 1000

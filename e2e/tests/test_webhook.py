@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import contextlib
-import time
+import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
-from e2e.harness.fleet import FleetInfo
+from e2e.conftest import FleetHandle as FleetInfo
 from e2e.harness.kube import Kube, wait_for
-from e2e.tests.webhook_support import WebhookProcess, delete, fleet_or_skip, registered, start_webhook
+from e2e.tests.webhook_support import WebhookProcess, delete, registered, start_webhook
 from engine.kube.webhook import PAUSED_ANNOTATION
 
 pytestmark = pytest.mark.e2e
 NS = "atoll-wh-e2e"
-
-
-@pytest.fixture(scope="module")
-def fleet() -> FleetInfo:
-    return fleet_or_skip()
 
 
 @pytest.fixture
@@ -93,23 +88,41 @@ def test_managed_binding_created_paused_and_unmanaged_scheduled(fleet: FleetInfo
         rb = binding(kube, namespace, "web-deployment")
         assert not rb["spec"].get("clusters"), f"paused binding was scheduled: {rb['spec'].get('clusters')}"
         assert "schedulerObservedGeneration" not in (rb.get("status") or {})
-        # the detector reconciles the binding again; suspension.scheduling must survive it
-        time.sleep(3)
-        rb = binding(kube, namespace, "web-deployment")
+        # make the detector rewrite the binding (template replicas 1 -> 3); suspension.scheduling must survive
+        kube.request("PATCH", f"/apis/apps/v1/namespaces/{namespace}/deployments/web", {"spec": {"replicas": 3}},
+                     content_type="application/merge-patch+json")
+        rb = wait_for("detector copied replicas 3 into the paused binding",
+                      lambda: (b := binding(kube, namespace, "web-deployment")) and b["spec"].get("replicas") == 3
+                      and b, 60)
         assert rb["spec"]["suspension"]["scheduling"] is True and not rb["spec"].get("clusters")
 
 
 def test_system_namespace_never_paused(fleet: FleetInfo, webhook: WebhookProcess) -> None:
+    # Karmada's detector never builds bindings in karmada-system (names.IsReservedNamespace) nor in kube-*
+    # (--skipped-propagating-namespaces default), so a system-namespace binding can only come from another
+    # controller: create one directly, for a managed kind, and check Atoll leaves it alone.
     kube = fleet.host()
     ns = "karmada-system"
-    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    with contextlib.contextmanager(registered)(kube, webhook), created(
-            kube, deployment("atoll-sys", ns), propagation("atoll-sys", ns, "Deployment", "apps/v1")):
-        rb = wait_for("karmada-system binding scheduled",
-                      lambda: (b := binding(kube, ns, "atoll-sys-deployment")) and b["spec"].get("clusters") and b,
-                      90)
-        assert not (rb["spec"].get("suspension") or {}).get("scheduling")
-        assert PAUSED_ANNOTATION not in (rb["metadata"].get("annotations") or {})
+    name = "atoll-sys-" + uuid.uuid4().hex[:6]
+    dep = kube.apply(deployment(name, ns))
+    rb = {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+          "metadata": {"name": f"{name}-deployment", "namespace": ns,
+                       "labels": {"binding.karmada.io/managed-by": "atoll-e2e"}},
+          "spec": {"schedulerName": "default-scheduler", "replicas": 1,
+                   "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": ns, "name": name,
+                                "uid": dep["metadata"]["uid"]},
+                   "placement": {"clusterAffinity": {"clusterNames": fleet.members}}}}
+    rb_path = f"/apis/work.karmada.io/v1alpha2/namespaces/{ns}/resourcebindings"
+    with contextlib.contextmanager(registered)(kube, webhook):
+        try:
+            created_rb = kube.request("POST", rb_path, rb)
+            assert not (created_rb["spec"].get("suspension") or {}).get("scheduling")
+            assert PAUSED_ANNOTATION not in (created_rb["metadata"].get("annotations") or {})
+            wait_for("karmada-system binding scheduled",
+                     lambda: (b := binding(kube, ns, f"{name}-deployment")) and b["spec"].get("clusters") and b, 90)
+        finally:
+            delete(kube, f"{rb_path}/{name}-deployment")
+            delete(kube, f"/apis/apps/v1/namespaces/{ns}/deployments/{name}")
 
 
 def test_webhook_down_with_ignore_never_blocks(fleet: FleetInfo, webhook: WebhookProcess, namespace: str) -> None:
