@@ -13,6 +13,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional
 
 from aiohttp import web
@@ -172,7 +173,10 @@ class Runner:
             self.policy = policy_source.load(text, self.opts.policy_file)
             metrics.POLICY_GENERATION.inc()
         else:
-            self.policy = policy_source.load("spec: {}\n", "built-in empty policy")
+            default = Path(__file__).resolve().parents[2] / "policies" / "default.yaml"
+            if not default.exists():
+                raise InputError("no policy given: use --policy-configmap NS/NAME or --policy FILE", "atoll run")
+            self.policy = policy_source.load(default.read_text(), str(default))
             metrics.POLICY_GENERATION.inc()
 
     def _on_configmap(self, event: str, new: Any, old: Any) -> None:
