@@ -6,6 +6,7 @@ member usage every 10 s, so waits for freed capacity allow ~40 s.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -120,3 +121,32 @@ def test_invalid_policy_edit_keeps_the_previous_policy(host: Kube, running: Cont
         wait_admitted(host, j)              # the previous policy is still scheduling
     finally:
         merge_patch(host, path, {"data": {"policy.yaml": before}})
+
+
+def test_valid_policy_edit_takes_effect_within_seconds(fleet: FleetHandle, host: Kube, running: ControllerProcess,
+                                                       ns: str) -> None:
+    """default.yaml keeps a job of a Closed queue waiting (queue-state); karmada-fifo.yaml has no queue-state:
+    after the edit the same job is admitted without anything else changing."""
+    cm = running.policy_cm  # type: ignore[attr-defined]
+    path = f"/api/v1/namespaces/atoll-system/configmaps/{cm}"
+    before = host.get(path)["data"]["policy.yaml"]
+    queue = unique("shut")
+    host.apply({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": queue},
+                "spec": {"weight": 1}})
+    host.apply_status({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": queue},
+                       "status": {"state": "Closed"}})
+    try:
+        j = job("in-shut-queue", ns, cpu="1", run_seconds=5, labels={"volcano.sh/queue-name": queue})
+        host.apply(j)
+        propagate(host, j, fleet.members)
+        wait_pending(host, j, "Closed")
+        merge_patch(host, path, {"data": {"policy.yaml": (REPO / "policies" / "karmada-fifo.yaml").read_text()}})
+        edited = time.monotonic()
+        wait_admitted(host, j, timeout=30)
+        took = time.monotonic() - edited
+        assert took < 15, f"the edit took {took:.1f}s to take effect"
+        until("PolicyLoaded Event", lambda: [e for e in events_for(host, "atoll-system", cm)
+                                             if e["reason"] == "PolicyLoaded"], 30)
+    finally:
+        merge_patch(host, path, {"data": {"policy.yaml": before}})
+        delete(host, f"/apis/scheduling.volcano.sh/v1beta1/queues/{queue}")

@@ -120,10 +120,14 @@ def pending_patch(queue: str, reason: str) -> dict[str, Any]:
 
 
 def requeue_patch(queue: str, reason: str) -> dict[str, Any]:
-    """Pause again after a failure: the job waits (backoff) for a new admission."""
+    """Pause again after a failure and drop the old placement: the job waits (backoff) for a new admission.
+
+    Clearing spec.clusters matters: karmada-scheduler tolerates a NoSchedule taint (e.g. not-ready) on a cluster
+    the binding is already placed on, even on an explicit reschedule, so a lost cluster would be chosen again;
+    and a failed workload's Work is withdrawn, so the re-admitted one starts afresh."""
     return {"metadata": {"annotations": {QUEUE_ANNOTATION: queue, PENDING_ANNOTATION: _short(reason),
                                          ADMITTED_ANNOTATION: None}},
-            "spec": {"suspension": {"scheduling": True}}}
+            "spec": {"suspension": {"scheduling": True}, "clusters": None}}
 
 
 def binding_involved(ref: BindingRef) -> dict[str, str]:

@@ -173,7 +173,7 @@ def test_cluster_not_ready_requeues_then_readmits_elsewhere_with_reschedule() ->
     ctl.on_cluster("MODIFIED", o.cluster("m1", ready=False), o.cluster("m1"), 12.0)
     items = ctl.step(12.0)
     (requeue,) = patches(items, "requeue")
-    assert requeue.body["spec"] == {"suspension": {"scheduling": True}}
+    assert requeue.body["spec"] == {"suspension": {"scheduling": True}, "clusters": None}
     assert requeue.body["metadata"]["annotations"]["atoll.dev/admitted-at"] is None
     assert events(items, "Requeued")[0].type == "Warning"
     job_state = ctl.engine.state.jobs["team-a/j-job"]
