@@ -6,6 +6,8 @@ member usage every 10 s, so waits for freed capacity allow ~40 s.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Iterator
@@ -103,6 +105,12 @@ def test_gang_waits_when_only_the_fleet_total_would_fit(fleet: FleetHandle, host
     assert "cpu=80" in annotations(rb)["atoll.dev/pending-reason"]
     wait_admitted(host, small)
     assert binding(host, ns, rb_name(big))["spec"]["suspension"]["scheduling"] is True
+    out = subprocess.run([sys.executable, "-m", "engine.cli", "explain", f"{ns}/big", "--kubeconfig",
+                          str(fleet.info.host_kubeconfig), "--controller", f"http://127.0.0.1:{running.port}"],
+                         capture_output=True, text=True, timeout=60, cwd=str(REPO))
+    assert out.returncode == 0, out.stderr
+    assert "state: waiting" in out.stdout and "gang needs" in out.stdout, out.stdout
+    assert "live engine:" in out.stdout and "Pending in queue default" in out.stdout, out.stdout
 
 
 def test_invalid_policy_edit_keeps_the_previous_policy(host: Kube, running: ControllerProcess, ns: str) -> None:
