@@ -67,6 +67,8 @@ class Writer:
         self.api = api
         self.retry = retry
         self.sem = asyncio.Semaphore(concurrency)
+        self.event_sem = asyncio.Semaphore(max(1, concurrency // 4))
+        self._background: set[asyncio.Task[None]] = set()
         self.component = component
         self.clock = clock
         self.on_patched = on_patched
@@ -79,9 +81,18 @@ class Writer:
                 by_binding.setdefault(item.ref.key, []).append(item)
             else:
                 events.append(item)
-        jobs = [self._patches(p) for p in by_binding.values()] + [self._event(e) for e in events]
+        for ev in events:            # off the critical path: the next step need not wait for Events
+            task = asyncio.create_task(self._event(ev))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        jobs = [self._patches(p) for p in by_binding.values()]
         if jobs:
             await asyncio.gather(*jobs)
+
+    async def drain(self) -> None:
+        """Wait for Events still being recorded (tests, shutdown)."""
+        while self._background:
+            await asyncio.gather(*list(self._background))
 
     async def _patches(self, patches: list[Patch]) -> None:
         for i, patch in enumerate(patches):
@@ -132,7 +143,7 @@ class Writer:
     async def _event(self, ev: Event) -> None:
         body = event_body(ev, self.clock(), self.component)
         try:
-            async with self.sem:
+            async with self.event_sem:
                 await self.api.create_event(body["metadata"]["namespace"], body)
         except (ApiException, OSError, asyncio.TimeoutError) as exc:
             metrics.WRITE_ERRORS.labels("event").inc()

@@ -139,6 +139,7 @@ async def test_writer_sends_merge_patches_with_exact_bodies_and_events(fake: tup
     ref = BindingRef("train-job", "ns", "uid-1")
     await writer.run([Patch(ref, body, "admit"), Patch(BindingRef("gone", "ns"), body, "admit"),
                       Event({"kind": "ResourceBinding", "name": "train-job", "namespace": "ns"}, "Admitted", "ok")])
+    await writer.drain()
     api.patches.sort(key=lambda p: p[0], reverse=True)
     assert api.patches[0] == ("/apis/work.karmada.io/v1alpha2/namespaces/ns/resourcebindings/train-job",
                               "application/merge-patch+json", body)
