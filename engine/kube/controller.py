@@ -169,7 +169,11 @@ class Controller:
         order = sorted(self.dirty, key=lambda k: self._arrival(k))
         self.dirty.clear()
         for key in order:
-            self._sync(key, now, out)
+            try:
+                self._sync(key, now, out)
+            except Exception:      # a bug or an object shape we did not foresee: never stop the others
+                log.exception("binding %s could not be synced; it stays as it was and is retried on its next "
+                              "change", key)
         if self.lost_clusters:
             lost, self.lost_clusters = self.lost_clusters, set()
             self._clusters_lost(lost, now, out)

@@ -238,7 +238,10 @@ class Runner:
             for name in ctl.engine.state.queues:
                 metrics.PENDING.labels(name).set(ctl.engine.pending_count(name))
             if items:
-                await writer.run(items)
+                try:
+                    await writer.run(items)
+                except Exception:          # unforeseen: keep leading; the writes are re-planned on change
+                    log.exception("writing %d planned changes failed", len(items))
 
     def _refresh_clusters(self, now: float) -> None:
         """Our caches are live, so a cluster summary we hold is current as of (now - Karmada's 10 s status

@@ -204,3 +204,17 @@ def test_bind_mode_writes_spec_clusters_for_atoll_scheduled_bindings() -> None:
     (p,) = patches(ctl.step(5.0), "bind")
     assert p.body["spec"]["clusters"] == [{"name": "m1", "replicas": 3}]
     assert p.body["metadata"]["annotations"]["atoll.dev/clusters"] == "m1"
+
+
+def test_an_unforeseen_error_on_one_binding_does_not_stop_the_others(monkeypatch: Any) -> None:
+    ctl = controller()
+    bad, good = o.batch_job("bad"), o.batch_job("good")
+    feed(ctl, o.cluster("m1"), bad, good, o.binding(bad), o.binding(good))
+    original = ctl._sync
+
+    def flaky(key: str, now: float, out: list[Patch | Event]) -> None:
+        if key == "team-a/bad-job":
+            raise RuntimeError("boom")
+        original(key, now, out)
+    monkeypatch.setattr(ctl, "_sync", flaky)
+    assert [p.ref.name for p in patches(ctl.step(1.0), "admit")] == ["good-job"]
