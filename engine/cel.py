@@ -119,7 +119,9 @@ class CelCompiler:
                              where) from None
         undeclared = _free_identifiers(text) - set(variables)
         if undeclared:
-            raise InputError(f"CEL expression {text!r} uses unknown variable(s) {sorted(undeclared)}; "
+            offset = min(_ident_at(text, name) for name in undeclared)
+            raise InputError(f"CEL expression {text!r} uses unknown variable(s) {sorted(undeclared)} "
+                             f"(first at {_column_of(text, offset)}); "
                              f"available here: {list(variables)}", where)
         try:
             program = self._env.program(ast)
@@ -135,7 +137,7 @@ class CelCompiler:
                 first = first or exc
         if first is not None:
             message = str(first).removeprefix(f"{where}: ")
-            hint = _field_hint(message, variables)
+            hint = _field_hint(message, variables, text)
             raise InputError(f"{message}{hint} (checked against sample {', '.join(variables)} objects; "
                              "see docs/policy.md for the fields)", where) from None
         return expression
@@ -174,13 +176,29 @@ def describe_eval_error(exc: BaseException) -> str:
     text = "; ".join(dict.fromkeys(p for p in parts if p))
     text = re.sub(r"<class '(?:celpy\.)?(?:celtypes\.|evaluation\.)?(\w+)'>", r"\1", text)
     text = text.replace("Unexpected CELEvalError", "a failed sub-expression")
-    if "NotImplementedType" in text or "unsupported operand" in text:
-        text = ("no such overload: the operands have different types (CEL never converts between int, uint "
-                "and double: write double(x) or int(x))")
+    compared = _COMPARED.search(text)
+    if compared:
+        left, right = (_cel_kind(t) for t in compared.groups())
+        text = f"no such overload: cannot compare {left} and {right}{_CONVERT_HINT}"
+    elif "NotImplementedType" in text or "unsupported operand" in text:
+        text = f"no such overload: the operands have different types{_CONVERT_HINT}"
     text = re.sub(r"no such member in mapping: (?:StringType\()?'([^']+)'\)?(; \1)?", r"no such field or key '\1'",
                   text)
+    text = text.replace("return error for overflow; overflow", "integer overflow")
+    text = text.replace("return error for overflow; ", "")
+    text = re.sub(r"invalid literal for int\(\) with base 10: ", "not an integer: ", text)
+    text = _CEL_VALUE.sub(r"\2", text)                  # StringType('x') -> 'x', IntType(1) -> 1
     text = text.removeprefix("evaluation error; ")
     return (text[:300] + "...") if len(text) > 300 else text or "evaluation error"
+
+
+_COMPARED = re.compile(r"no such overload: \w+Type\(.*?\) (\w+)Type != \w+Type\(.*?\) (\w+)Type")
+_CEL_VALUE = re.compile(r"\b(String|Int|Uint|Double|Bool)Type\(([^()]*)\)")
+_CONVERT_HINT = " (CEL never converts types implicitly: write int(x), double(x) or string(x))"
+
+
+def _cel_kind(name: str) -> str:
+    return {"Int": "int", "Uint": "uint", "Double": "double", "String": "string", "Bool": "bool"}.get(name, name)
 
 
 def _collect(item: Any, parts: list[str]) -> None:
@@ -220,8 +238,8 @@ def _position(text: str, exc: celpy.CELParseError) -> str:
 _NO_MEMBER = re.compile(r"no such field or key '([^']+)'")
 
 
-def _field_hint(message: str, variables: Sequence[str]) -> str:
-    """For a misspelt field, the closest real one: ``; did you mean 'priority'?``."""
+def _field_hint(message: str, variables: Sequence[str], text: str) -> str:
+    """For a misspelt field: where it is and the closest real one (``at column 5; did you mean 'priority'?``)."""
     import difflib
 
     from engine.cel_vars import VARIABLES
@@ -229,9 +247,19 @@ def _field_hint(message: str, variables: Sequence[str]) -> str:
     match = _NO_MEMBER.search(message)
     if not match:
         return ""
+    name = match.group(1)
+    found = re.search(rf"\.\s*({re.escape(name)})\b", text)
+    where = f" at {_column_of(text, found.start(1))}" if found else ""
     fields = sorted({f for v in variables for f in VARIABLES[v]})
-    close = difflib.get_close_matches(match.group(1), fields, n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else f"; fields: {', '.join(fields)}"
+    close = difflib.get_close_matches(name, fields, n=1, cutoff=0.6)
+    return where + (f"; did you mean {close[0]!r}?" if close else f"; fields: {', '.join(fields)}")
+
+
+def _column_of(text: str, offset: int) -> str:
+    """``column 5`` (1-based), with the line when the expression spans several."""
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return f"line {line}, column {column}" if "\n" in text.strip() else f"column {column}"
 
 
 _IDENT = re.compile(r"(?<![\w.'\"])([A-Za-z_]\w*)")
@@ -241,9 +269,15 @@ _CEL_WORDS = {"true", "false", "null", "in", "has", "size", "int", "uint", "doub
               "all", "exists_one", "map", "filter", "dyn", "list", "max", "min"}
 
 
+def _ident_at(text: str, name: str) -> int:
+    """Offset of the first free occurrence of ``name`` (0 if not found)."""
+    found = re.search(rf"(?<![\w.'\"]){re.escape(name)}\b", text)
+    return found.start() if found else 0
+
+
 def _free_identifiers(text: str) -> set[str]:
     """Top-level names an expression reads, minus CEL's own words and macro loop variables."""
-    stripped = _STRING.sub("''", text)
+    stripped = re.sub(r"\s*\.\s*", ".", _STRING.sub("''", text))     # "job . priority" is "job.priority"
     loop_vars = set(re.findall(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,", stripped))
     names = set()
     for match in _IDENT.finditer(stripped):

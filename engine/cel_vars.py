@@ -130,9 +130,10 @@ class _Variant:
     string: str
     label: str
     amount: int
+    tasks: int
 
 
-_VARIANTS = (_Variant(1, 1.0, True, "sample", "", 0), _Variant(2, 2.0, False, "sample-2", "1", 1000))
+_VARIANTS = (_Variant(1, 1.0, True, "sample", "", 0, 1), _Variant(2, 2.0, False, "sample-2", "1", 1000, 4))
 
 
 def _sample(fields: dict[str, str], variant: _Variant) -> celtypes.MapType:
@@ -144,9 +145,12 @@ def _sample(fields: dict[str, str], variant: _Variant) -> celtypes.MapType:
         elif name in _RESOURCE_MAPS:
             values[name] = _AnyKeyMap(celtypes.IntType(variant.amount))
         elif name == "tasks":
-            task = to_cel({"name": "worker", "replicas": variant.integer, "minAvailable": variant.integer})
-            task[celtypes.StringType("resources")] = _AnyKeyMap(celtypes.IntType(variant.amount))
-            values[name] = celtypes.ListType([task])
+            tasks = []
+            for index in range(variant.tasks):
+                task = to_cel({"name": f"task-{index}", "replicas": variant.integer, "minAvailable": variant.integer})
+                task[celtypes.StringType("resources")] = _AnyKeyMap(celtypes.IntType(variant.amount))
+                tasks.append(task)
+            values[name] = celtypes.ListType(tasks)
         elif kind == "int":
             values[name] = celtypes.IntType(variant.integer)
         elif kind == "double":

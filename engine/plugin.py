@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import re
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import import_module
 from pathlib import Path
 from typing import Any, ClassVar, Optional
@@ -18,11 +20,12 @@ from typing import Any, ClassVar, Optional
 import pluggy
 
 from engine.errors import InputError
-from engine.hookspecs import PROJECT, STAGES, DiscoverySpecs
+from engine.hookspecs import PROJECT, STAGES, DiscoverySpecs, StageSpecs
 
 ENTRY_POINT_GROUP = "atoll.plugins"
 BUILTIN_MODULE = "plugins"
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+PLUGIN_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")      # the pattern of schemas/policy.schema.json
 
 
 class Plugin:
@@ -49,12 +52,18 @@ class Plugin:
         """The config schema: ``schemas/plugins/<name>.schema.json`` for built-ins, else the class attribute."""
         path = SCHEMA_DIR / "plugins" / f"{cls.name}.schema.json"
         if cls.__module__.split(".")[0] == BUILTIN_MODULE and path.exists():
-            loaded: dict[str, Any] = json.loads(path.read_text())
-            return loaded
+            return _schema_file(path)
         return cls.config_schema
 
     def __repr__(self) -> str:
         return f"<plugin {self.name}>"
+
+
+@lru_cache(maxsize=None)
+def _schema_file(path: Path) -> dict[str, Any]:
+    """Read once: the same dict object each time lets engine.schema_check reuse its validator."""
+    loaded: dict[str, Any] = json.loads(path.read_text())
+    return loaded
 
 
 @dataclass(frozen=True)
@@ -139,8 +148,16 @@ def _check_plugin_class(cls: object, source: str) -> None:
         raise InputError(f"{source} returned {cls!r}, which is not an engine.plugin.Plugin subclass", "plugins")
     if not cls.name:
         raise InputError(f"{source}: plugin class {cls.__qualname__} has no name", "plugins")
+    if not PLUGIN_NAME.fullmatch(cls.name):
+        raise InputError(f"{source}: plugin name {cls.name!r} must be lower-case letters, digits and '-' "
+                         "(as policies list it)", "plugins")
     unknown = set(cls.stages) - set(STAGES)
     if unknown or not cls.stages:
         raise InputError(
             f"{source}: plugin {cls.name!r} declares stages {list(cls.stages)}; allowed: {list(STAGES)}", "plugins"
         )
+    misspelt = [attr for attr in dir(cls)
+                if hasattr(getattr(cls, attr, None), f"{PROJECT}_impl") and not hasattr(StageSpecs, attr)]
+    if misspelt:
+        raise InputError(f"{source}: plugin {cls.name!r} marks {', '.join(misspelt)} as hook implementation(s), "
+                         "but engine/hookspecs.py has no such hook (misspelt?)", "plugins")

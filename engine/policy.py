@@ -169,10 +169,11 @@ class _Loader:
         try:
             return cls(with_defaults(schema, config), compiler, where)
         except InputError as exc:
-            line = line_of(self.text, self._cel_path(exc.where, path))
-            message = exc.message if exc.where else str(exc)
             place = exc.where or where
-            raise InputError(message, f"{place} (line {line})" if line else place) from None
+            if not place.startswith(f"{self.source}: "):       # a plugin that named only the field
+                place = f"{self.source}: {place}"
+            line = line_of(self.text, self._cel_path(place, path))
+            raise InputError(exc.message, f"{place} (line {line})" if line else place) from None
         except Exception as exc:  # a plugin's bug must not become a traceback for the policy writer
             raise InputError(f"plugin {name} ({self.origin(name)}) failed to load its config: "
                              f"{type(exc).__name__}: {exc}", where) from None

@@ -1,5 +1,6 @@
-"""Generated sections of docs/policy.md: the policy fields (from schemas/policy.schema.json) and the
-CEL variables (from engine.cel_vars.VARIABLES), so the reference cannot drift from the code.
+"""Generated sections of docs/policy.md: the policy fields (schemas/policy.schema.json), the built-in
+plugins with their config fields (their schemas) and the CEL variables (engine.cel_vars.VARIABLES),
+so the reference cannot drift from the code.
 
 ``python -m engine.policy_docs`` rewrites the sections in place; tests/test_policy_docs.py fails
 when the committed doc is stale.
@@ -14,11 +15,12 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from engine.cel_vars import VARIABLES
+from engine.plugin import discover
 from engine.policy import POLICY_SCHEMA_PATH
 from engine.schema_check import load_schema_file
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "policy.md"
-SECTIONS = ("policy-fields", "cel-variables")
+SECTIONS = ("policy-fields", "builtin-plugins", "cel-variables")
 
 
 def _cell(text: str) -> str:
@@ -32,9 +34,15 @@ def _type(schema: dict[str, Any]) -> str:
         return " \\| ".join(f"`{v}`" for v in schema["enum"])
     if "$ref" in schema:
         return "list of plugin names"
+    if "anyOf" in schema or "oneOf" in schema:
+        return " or ".join(_type(alt) for alt in schema.get("anyOf", schema.get("oneOf", [])))
+    if isinstance(schema.get("type"), list):
+        return " or ".join(schema["type"])
     kind = schema.get("type", "any")
     if kind == "array":
-        return f"list of {schema.get('items', {}).get('type', 'any')}"
+        return f"list of {_type(schema.get('items', {})) if schema.get('items') else 'any'}"
+    if kind == "string" and "pattern" in schema and "default" in schema and "s" in str(schema["default"]):
+        return "duration string"
     if kind == "object" and not schema.get("properties"):
         return "map"
     return str(kind)
@@ -60,6 +68,30 @@ def fields_table() -> str:
     return "\n".join(rows)
 
 
+def plugins_reference() -> str:
+    """Built-in plugins (not pip-installed ones): a summary table, then each one's config fields."""
+    catalog = discover(entry_points=False)
+    out = ["| plugin | stages | what it does |", "|---|---|---|"]
+    for name in catalog.names():
+        cls = catalog.entries[name].cls
+        out.append(f"| [`{name}`](#plugin-{name}) | {', '.join(cls.stages)} | {_cell(cls.description)} |")
+    for name in catalog.names():
+        cls = catalog.entries[name].cls
+        schema = cls.schema()
+        out += ["", f"#### <a id=\"plugin-{name}\"></a>`{name}` ({', '.join(cls.stages)})", "",
+                _cell(schema.get("description", cls.description)), ""]
+        fields = list(_fields(schema, f"spec.plugins.{name}"))
+        if not fields:
+            out.append("No settings.")
+            continue
+        out += ["| field | type | default | meaning |", "|---|---|---|---|"]
+        for path, sub, _ in fields:
+            default = f"`{json.dumps(sub['default'])}`" if "default" in sub else ""
+            out.append(f"| `{path.removeprefix(f'spec.plugins.{name}.')}` | {_type(sub)} | {_cell(default)} | "
+                       f"{_cell(sub.get('description', ''))} |")
+    return "\n".join(out)
+
+
 def variables_table() -> str:
     rows = ["| variable | field | type and meaning |", "|---|---|---|"]
     for variable, fields in VARIABLES.items():
@@ -69,7 +101,8 @@ def variables_table() -> str:
 
 
 def generated() -> dict[str, str]:
-    return {"policy-fields": fields_table(), "cel-variables": variables_table()}
+    return {"policy-fields": fields_table(), "builtin-plugins": plugins_reference(),
+            "cel-variables": variables_table()}
 
 
 def _marker(section: str) -> re.Pattern[str]:

@@ -17,6 +17,7 @@ CEL activations are built lazily, once per job per call and once per cluster sta
 from __future__ import annotations
 
 import re
+from functools import partial
 from typing import Any, Callable, Hashable, Optional
 
 from engine.cel import CelExpression, CelRuntimeError, to_cel
@@ -73,6 +74,7 @@ class PairCel:
         self.uses_free = cluster_fields is None or "free" in cluster_fields
         self._results: CelCache[Hashable] = CelCache()
         self._clusters: CelCache[Hashable] = CelCache(limit=10_000)
+        self._rows: dict[Hashable, dict[str, tuple[Cluster, int, tuple[bool, Any]]]] = {}
         self.evaluations = 0            # real CEL evaluations so far (tests and benchmarks read it)
 
     def job_key(self, job: Job) -> Hashable:
@@ -82,26 +84,41 @@ class PairCel:
 
     def cluster_key(self, cluster: Cluster, state: FleetState) -> Hashable:
         if self.uses_free:
-            return (cluster.name, cluster.generation, _frozen(state.free(cluster.name)))
-        return (cluster.name, cluster.generation)
+            return (cluster.name, cluster.generation, id(cluster), _frozen(state.free(cluster.name)))
+        return (cluster.name, cluster.generation, id(cluster))
 
     def evaluate(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, tuple[bool, Any]]:
         """{cluster name: (ok, value or error message)} for every cluster."""
         job_key = self.job_key(job)
         job_cel: list[Any] = []
         out: dict[str, tuple[bool, Any]] = {}
+        if not self.uses_free:
+            # fast path: one row of results per distinct job key, checked against each cluster's object
+            # and generation (a few hundred nanoseconds per cluster instead of building a key)
+            row = self._rows.get(job_key)
+            if row is None:
+                if len(self._rows) >= 50_000:
+                    self._rows.clear()
+                row = self._rows[job_key] = {}
+            for cluster in clusters:
+                entry = row.get(cluster.name)
+                if entry is None or entry[0] is not cluster or entry[1] != cluster.generation:
+                    entry = row[cluster.name] = (cluster, cluster.generation,
+                                                 self._compute(job, job_cel, cluster, state))
+                out[cluster.name] = entry[2]
+            return out
         for cluster in clusters:
-            cluster_key = self.cluster_key(cluster, state)
-
-            def compute(cluster: Cluster = cluster, cluster_key: Hashable = cluster_key) -> tuple[bool, Any]:
-                if not job_cel:
-                    job_cel.append(to_cel(job_vars(job)))
-                cluster_cel = self._clusters.get(cluster_key, lambda: to_cel(cluster_vars(cluster, state)))
-                self.evaluations += 1
-                try:
-                    return True, self.expression.evaluate_cel({"job": job_cel[0], "cluster": cluster_cel})
-                except CelRuntimeError as exc:
-                    return False, str(exc)
-
-            out[cluster.name] = self._results.get((job_key, cluster_key), compute)
+            compute: Callable[[], tuple[bool, Any]] = partial(self._compute, job, job_cel, cluster, state)
+            out[cluster.name] = self._results.get((job_key, self.cluster_key(cluster, state)), compute)
         return out
+
+    def _compute(self, job: Job, job_cel: list[Any], cluster: Cluster, state: FleetState) -> tuple[bool, Any]:
+        if not job_cel:
+            job_cel.append(to_cel(job_vars(job)))
+        cluster_cel = self._clusters.get(self.cluster_key(cluster, state),
+                                         lambda: to_cel(cluster_vars(cluster, state)))
+        self.evaluations += 1
+        try:
+            return True, self.expression.evaluate_cel({"job": job_cel[0], "cluster": cluster_cel})
+        except CelRuntimeError as exc:
+            return False, str(exc)

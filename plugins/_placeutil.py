@@ -8,14 +8,14 @@ tasks into one or several clusters. Nothing here reads the clock or does I/O.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from engine.errors import InputError
 from engine.model import Job, Placement, Task
-from engine.resources import Resources, add_into, scale
+from engine.resources import Resources, add_into, format_resources, scale
 
 _VALIDATORS: dict[int, Draft202012Validator] = {}
 
@@ -74,7 +74,8 @@ def fit_count(per_replica: Mapping[str, int], free: Mapping[str, int], cap: int)
 
 def place_in_one(job: Job, free: Mapping[str, int]) -> Optional[dict[str, int]]:
     """Replicas per task for ``job`` in a cluster with ``free``: minAvailable of every task
-    (else None), then as many further replicas as fit, task by task in the job's order."""
+    (else None), then as many further replicas as fit, task by task in the job's order.
+    None as well when not a single replica fits (a job of minAvailable 0 must still start)."""
     left = dict(free)
     out: dict[str, int] = {}
     for task in job.tasks:
@@ -88,7 +89,10 @@ def place_in_one(job: Job, free: Mapping[str, int]) -> Optional[dict[str, int]]:
         if extra:
             add_into(left, scale(task.resources, extra), -1)
             out[task.name] += extra
-    return {name: n for name, n in out.items() if n}
+    placed = {name: n for name, n in out.items() if n}
+    if not placed and any(t.replicas for t in job.tasks):
+        return None             # minAvailable 0 everywhere still means "start something"
+    return placed
 
 
 def whole_fits(job: Job, free: Mapping[str, int]) -> bool:
@@ -155,21 +159,54 @@ def resource_weights(request: Mapping[str, int], weights: Mapping[str, int]) -> 
     return chosen or {name: 1 for name in request if request[name] > 0}
 
 
-def utilisation_after(request: Mapping[str, int], free: Mapping[str, int], allocatable: Mapping[str, int],
-                      weights: Mapping[str, int]) -> Optional[int]:
-    """Weighted mean, in percent (0-100, integer), of how full the cluster would be with ``request``
-    placed; None when it does not fit. Used by binpack (higher = fuller) and spread (lower)."""
-    chosen = resource_weights(request, weights)
-    total_weight = sum(chosen.values())
-    if not total_weight:
-        return 0
+def utilisation_scores(job: Job, clusters: Sequence[Any], free_of: Callable[[str], Mapping[str, int]],
+                       weights: Mapping[str, int]) -> list[Optional[int]]:
+    """Per cluster, the weighted mean in percent (0-100, integer) of how full it would be with the
+    whole job placed, or else with its gang minimum; None where not even that fits. The hot loop of
+    binpack (higher = fuller) and spread (lower): one pass, no per-cluster allocations."""
+    whole = [(n, w, job.demand[n]) for n, w in resource_weights(job.demand, weights).items()]
+    minimum = job.min_demand
+    least = None if minimum == job.demand else \
+        [(n, w, minimum[n]) for n, w in resource_weights(minimum, weights).items()]
+    out: list[Optional[int]] = []
+    for cluster in clusters:
+        free = free_of(cluster.name)
+        allocatable = cluster.allocatable
+        result = _utilisation(whole, free, allocatable)
+        if result is None and least is not None:
+            result = _utilisation(least, free, allocatable)
+        out.append(result)
+    return out
+
+
+def _utilisation(request: list[tuple[str, int, int]], free: Mapping[str, int],
+                 allocatable: Mapping[str, int]) -> Optional[int]:
+    total_weight = 0
     score = 0
-    for name, weight in chosen.items():
+    for name, weight, want in request:
         cap = allocatable.get(name, 0)
-        want = request[name]
         have = free.get(name, 0)
         if want > have or cap <= 0:
             return None
-        used_after = min(cap, cap - have + want)
-        score += weight * (used_after * 100 // cap)
-    return score // total_weight
+        score += weight * ((cap - have + want) * 100 // cap)
+        total_weight += weight
+    return score // total_weight if total_weight else 0
+
+
+class ReasonCache:
+    """Refusal texts by (demand, what was free): formatting resource vectors costs ~20 us, and a
+    saturated fleet refuses thousands of jobs of a few shapes against the same free capacity."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._texts: dict[tuple[Any, ...], str] = {}
+        self._limit = limit
+
+    def get(self, template: str, need: Mapping[str, int], have: Mapping[str, int]) -> str:
+        key = (template, tuple(need.items()), tuple(have.get(k, 0) for k in need))
+        text = self._texts.get(key)
+        if text is None:
+            if len(self._texts) >= self._limit:
+                self._texts.clear()
+            text = self._texts[key] = template.format(need=format_resources(need),
+                                                      have=format_resources({k: have.get(k, 0) for k in need}))
+        return text

@@ -17,7 +17,7 @@ from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
 from engine.model import Cluster, Job
 from engine.plugin import Plugin
-from plugins._placeutil import configure, utilisation_after
+from plugins._placeutil import configure, utilisation_scores
 
 
 class Binpack(Plugin):
@@ -35,12 +35,9 @@ class Binpack(Plugin):
 
     @hookimpl
     def atoll_score(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, int]:
+        scores = utilisation_scores(job, clusters, state.free, self.resources)
         out: dict[str, int] = {}
-        for cluster in clusters:
-            free = state.free(cluster.name)
-            used = utilisation_after(job.demand, free, cluster.allocatable, self.resources)
-            if used is None:
-                used = utilisation_after(job.min_demand, free, cluster.allocatable, self.resources)
+        for cluster, used in zip(clusters, scores):
             out[cluster.name] = self.weight * (used or 0)
         return out
 

@@ -14,6 +14,10 @@ For a job of queue Q demanding d (all replicas: what admission books), per resou
    ``plugins._guarantees``). A queue below its guarantee therefore always finds its
    guarantee free (if the fleet has it), and no admission can eat into another queue's.
 
+This is Volcano's capacity plugin (``realCapability = min(capability, total - other queues'
+guarantees)``) applied to what is actually free: other queues' *unused* guarantees are
+subtracted from *free* capacity (what they already use is not free anyway).
+
 Refusals carry no ``retry_at``: they can only change when capacity is freed or a queue is
 edited, both of which move the capacity epoch and re-examine the job. Each check is
 O(depth x resources) with cached fleet views: no loop over clusters, queues or jobs.
@@ -80,6 +84,9 @@ class Capacity(Plugin):
             used = q.allocated.get(resource, 0)
             if used + amount > limit:
                 whose = f"queue {q.name}" if q is queue else f"parent queue {q.name} (of {queue.name})"
+                if amount > limit:
+                    return Refusal(f"job requests {resource} {qty(resource, amount)}, more than {whose} {what} "
+                                   f"{qty(resource, limit)}: it cannot be admitted until the queue changes", self.name)
                 return Refusal(f"{whose} {what} {resource} {qty(resource, limit)} would be exceeded: "
                                f"{qty(resource, used)} used + {qty(resource, amount)} requested", self.name)
         return None
@@ -100,6 +107,10 @@ class Capacity(Plugin):
                     return Refusal(f"queue {queue.name}: {resource} {qty(resource, amount)} requested but only "
                                    f"{qty(resource, usable)} of the fleet's {qty(resource, have)} free may be used: "
                                    f"{qty(resource, kept)} is kept for other queues' unused guarantees", self.name)
+                whole = state.fleet_allocatable.get(resource, 0)
+                if amount > whole:
+                    return Refusal(f"job requests {resource} {qty(resource, amount)}, more than the whole fleet's "
+                                   f"{qty(resource, whole)} (ready clusters)", self.name)
                 return Refusal(f"fleet has {resource} {qty(resource, have)} free, job requests "
                                f"{qty(resource, amount)}", self.name)
         return None

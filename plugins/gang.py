@@ -21,7 +21,10 @@ from engine.hookspecs import hookimpl
 from engine.model import Cluster, Job, Placement, Refusal
 from engine.plugin import Plugin
 from engine.resources import fits, format_resources
-from plugins._placeutil import configure, merge, pack_across, place_in_one, whole_fits
+from plugins._placeutil import ReasonCache, configure, merge, pack_across, place_in_one, whole_fits
+
+_ONE = "gang needs {need} in one cluster; the most free in one cluster is {have}"
+_ACROSS = "gang needs {need} across the fleet; the fleet has {have} free"
 
 
 class Gang(Plugin):
@@ -35,22 +38,16 @@ class Gang(Plugin):
         where = where or f"spec.plugins.{self.name}"
         super().__init__(configure(self.schema(), config, where), cel, where)
         self.allow_split = bool(self.config["allowSplit"])
+        self._reasons = ReasonCache()
 
     # -- admit ------------------------------------------------------------------------------
     @hookimpl
     def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:
         need = job.min_demand
-        if not self.allow_split:
-            best = state.max_free
-            if not fits(need, best):
-                return Refusal(f"gang needs {format_resources(need)} in one cluster; the most free in one cluster "
-                               f"is {format_resources({k: best.get(k, 0) for k in need})}", self.name)
+        have = state.fleet_free if self.allow_split else state.max_free
+        if fits(need, have):
             return None
-        fleet = state.fleet_free
-        if not fits(need, fleet):
-            return Refusal(f"gang needs {format_resources(need)} across the fleet; the fleet has "
-                           f"{format_resources({k: fleet.get(k, 0) for k in need})} free", self.name)
-        return None
+        return Refusal(self._reasons.get(_ACROSS if self.allow_split else _ONE, need, have), self.name)
 
     # -- place ------------------------------------------------------------------------------
     @hookimpl
@@ -90,7 +87,10 @@ class Gang(Plugin):
                            f"cannot hold the minimum (replicas left over: {unplaced})", self.name)
         extras = {t.name: t.replicas - t.min_available for t in job.tasks}
         more, _, _ = pack_across(job.tasks, names, left, extras)
-        return merge(placement, more)
+        placed = merge(placement, more)
+        if not placed and any(t.replicas for t in job.tasks):
+            return Refusal("not a single replica fits in any candidate cluster", self.name)
+        return placed
 
 
 PLUGINS = [Gang]

@@ -23,7 +23,9 @@ from engine.hookspecs import hookimpl
 from engine.model import Cluster, Job, Refusal
 from engine.plugin import Plugin
 from engine.resources import Resources, fits, format_resources
-from plugins._placeutil import configure
+from plugins._placeutil import ReasonCache, configure
+
+_ONE = "needs {need} in one cluster; the most free in one cluster is {have}"
 
 
 class GpuCapacity(Plugin):
@@ -42,6 +44,8 @@ class GpuCapacity(Plugin):
         self.quotas: dict[str, int] = dict(self.config["queueQuotas"])
         self.allow_split = bool(self.config["allowSplit"])
         self._is_gpu: dict[str, bool] = {}
+        self._reasons = ReasonCache()
+        self._job_gpus: dict[str, tuple[Job, Resources, Resources]] = {}
         self._model_index: tuple[Optional[list[Cluster]], dict[str, list[str]]] = (None, {})
 
     # -- helpers ------------------------------------------------------------------------------
@@ -53,7 +57,33 @@ class GpuCapacity(Plugin):
 
     def gpus(self, vector: Resources) -> Resources:
         """The GPU part of a resource vector."""
-        return {name: amount for name, amount in vector.items() if amount and self.is_gpu(name)}
+        out: Resources = {}
+        known = self._is_gpu
+        for name, amount in vector.items():
+            gpu = known.get(name)
+            if gpu is None:
+                gpu = self.is_gpu(name)
+            if gpu and amount:
+                out[name] = amount
+        return out
+
+    def job_gpus(self, job: Job) -> tuple[Resources, Resources]:
+        """(GPU part of the demand, GPU part of the gang minimum), cached per Job object (the engine
+        replaces the object when a job's spec changes, and its tasks never change under it)."""
+        cached = self._job_gpus.get(job.id)
+        if cached is None or cached[0] is not job:      # a changed job is a new Job object
+            if len(self._job_gpus) >= 200_000:
+                self._job_gpus.clear()
+            known = self._is_gpu
+            asks = any(known.get(name) if name in known else self.is_gpu(name)
+                       for task in job.tasks for name in task.resources)
+            want = self.gpus(job.demand) if asks else {}      # job.demand is not built for CPU-only jobs
+            minimum = self.gpus(job.min_demand) if want else {}
+            if want and not minimum:         # minAvailable 0: at least one GPU replica must fit somewhere
+                minimum = min((g for g in (self.gpus(t.resources) for t in job.tasks) if g),
+                              key=lambda g: sorted(g.items()))
+            cached = self._job_gpus[job.id] = (job, want, minimum)
+        return cached[1], cached[2]
 
     def wanted_models(self, job: Job) -> list[str]:
         raw = job.labels.get(self.job_key) or job.annotations.get(self.job_key) or ""
@@ -81,17 +111,14 @@ class GpuCapacity(Plugin):
     # -- admit --------------------------------------------------------------------------------
     @hookimpl
     def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:
-        want = self.gpus(job.demand)
+        want, minimum = self.job_gpus(job)
         if not want:
             return None
         refusal = self._quota(job, want, state)
         if refusal is not None:
             return refusal
-        minimum = self.gpus(job.min_demand) or want
         if not self.allow_split and not fits(minimum, state.max_free):
-            best = state.max_free
-            return Refusal(f"needs {format_resources(minimum)} in one cluster; the most free in one cluster is "
-                           f"{format_resources({k: best.get(k, 0) for k in minimum})}", self.name)
+            return Refusal(self._reasons.get(_ONE, minimum, state.max_free), self.name)
         models = self.wanted_models(job)
         if not models:
             return None
@@ -134,11 +161,10 @@ class GpuCapacity(Plugin):
     # -- place --------------------------------------------------------------------------------
     @hookimpl
     def atoll_filter(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, str]:
-        want = self.gpus(job.demand)
+        want, minimum = self.job_gpus(job)
         if not want:
             return {}
         models = self.wanted_models(job)
-        minimum = self.gpus(job.min_demand) or want
         if self.allow_split:         # a cluster is useful if it holds one replica of some GPU task
             smallest = [self.gpus(t.resources) for t in job.tasks if self.gpus(t.resources)]
         out: dict[str, str] = {}

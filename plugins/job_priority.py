@@ -1,10 +1,12 @@
 """job-priority (enqueue + order): serve higher-priority jobs first inside a queue, with a
 CEL-tunable effective priority.
 
-The effective priority is computed once per job version, at enqueue, and cached on
+The effective priority is computed once per job version, at enqueue, and remembered on
 ``(job.id, job.generation, job.attempts, job.queue)`` — every input of ``job_vars`` that
-can change without a new generation — so ordering never evaluates CEL. ``job.priority``
-itself is left alone: it is the user's value, shown by ``explain``.
+can change without a new generation — so ordering never evaluates CEL. The CEL result
+itself is shared by every job with the same values of the fields the expression reads
+(``plugins._celjob``): a burst of jobs with a handful of priorities and label sets costs
+a handful of evaluations. ``job.priority`` is left alone: it is the user's value.
 
 The default expression ``job.priority`` skips CEL entirely (no evaluation cost).
 
@@ -18,12 +20,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Optional
 
-from engine.cel import CelCompiler, CelExpression, CelRuntimeError
-from engine.cel_vars import CelCache, job_vars
+from engine.cel import CelCompiler
+from engine.cel_vars import CelCache
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
 from engine.model import Job, Refusal
 from engine.plugin import Plugin
+from plugins._celjob import JobCel
 from plugins._queue_common import settings
 
 FALLBACK_LIMIT = 10_000
@@ -41,10 +44,10 @@ class JobPriority(Plugin):
     def __init__(self, config: dict[str, Any], cel: Any, where: str = "") -> None:
         super().__init__(config, cel, where)
         text = str(settings(config, self.DEFAULTS)["priority"])
-        self.expression: Optional[CelExpression] = None
+        self.expression: Optional[JobCel] = None
         if text.strip() != _PLAIN:
             compiler = cel if cel is not None else CelCompiler()
-            self.expression = compiler.compile(text, f"{self.where}.priority", ("job",), "int")
+            self.expression = JobCel(compiler.compile(text, f"{self.where}.priority", ("job",), "int"))
         self._cache: CelCache[tuple[str, int, int, str]] = CelCache()
         self.cel_errors = 0
         self.fallbacks: dict[str, str] = {}
@@ -59,16 +62,15 @@ class JobPriority(Plugin):
 
     def _evaluate(self, job: Job) -> int:
         assert self.expression is not None
-        try:
-            value = int(self.expression.evaluate({"job": job_vars(job)}))
-        except CelRuntimeError as exc:
+        value, error = self.expression.evaluate(job)
+        if error:
             self.cel_errors += 1
             if len(self.fallbacks) >= FALLBACK_LIMIT:
                 self.fallbacks.pop(next(iter(self.fallbacks)))
-            self.fallbacks[job.id] = f"{exc}; ordered by job.priority {job.priority} instead"
+            self.fallbacks[job.id] = f"{error}; ordered by job.priority {job.priority} instead"
             return job.priority
         self.fallbacks.pop(job.id, None)
-        return value
+        return int(value)
 
     @hookimpl
     def atoll_enqueue(self, job: Job, state: FleetState) -> Optional[Refusal]:

@@ -50,11 +50,16 @@ class KarmadaDivided(Plugin):
         super().__init__(configure(self.schema(), config, where), cel, where)
         self.count_inflight = bool(self.config["countInflight"])
         self.when_short: str = self.config["whenShort"]
+        self._reported: dict[str, tuple[Cluster, int, Resources]] = {}
 
     def _free(self, cluster: Cluster, state: FleetState) -> Resources:
         if self.count_inflight:
             return state.free(cluster.name)
-        return clamp_nonnegative(sub(sub(cluster.allocatable, cluster.allocated), cluster.allocating))
+        cached = self._reported.get(cluster.name)
+        if cached is None or cached[0] is not cluster or cached[1] != cluster.generation:
+            free = clamp_nonnegative(sub(sub(cluster.allocatable, cluster.allocated), cluster.allocating))
+            cached = self._reported[cluster.name] = (cluster, cluster.generation, free)
+        return cached[2]
 
     @hookimpl
     def atoll_place(self, job: Job, clusters: list[Cluster], state: FleetState) -> Union[Placement, Refusal, None]:
@@ -65,15 +70,15 @@ class KarmadaDivided(Plugin):
         for task in job.tasks:
             if task.replicas <= 0:
                 continue
+            best_effort = not any(v > 0 for v in task.resources.values())
+            with_pod = task.resources if PODS in task.resources else {**task.resources, PODS: 1}
             available = []
             for cluster, free in frees:
-                request = dict(task.resources)
-                if PODS in cluster.allocatable and PODS not in request:
-                    request[PODS] = 1
-                if any(v > 0 for v in task.resources.values()):
-                    available.append((cluster.name, fit_count(request, free, _UNBOUNDED)))
-                else:
+                if best_effort:
                     available.append((cluster.name, task.replicas))
+                else:
+                    request = with_pod if PODS in cluster.allocatable else task.resources
+                    available.append((cluster.name, fit_count(request, free, _UNBOUNDED)))
             available.sort(key=lambda item: (-item[1], item[0]))
             total = sum(n for _, n in available)
             if total < task.replicas:

@@ -21,17 +21,17 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Optional
 
-from engine.cel import CelCompiler, CelExpression, CelRuntimeError
-from engine.cel_vars import CelCache, job_vars
+from engine.cel import CelCompiler
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
 from engine.model import Job, Refusal
 from engine.plugin import Plugin
+from plugins._celjob import JobCel
 from plugins._queue_common import settings
 
 
 class QueueResolve(Plugin):
-    """Sets ``job.queue``; CEL results are cached per ``(job.id, job.generation)``."""
+    """Sets ``job.queue``; CEL results are shared by jobs with equal inputs (``plugins._celjob``)."""
 
     name = "queue-resolve"
     stages = ("enqueue",)
@@ -50,12 +50,11 @@ class QueueResolve(Plugin):
         self.keys: tuple[str, ...] = tuple(conf["queueKeys"])
         self.override: bool = bool(conf["override"])
         self.reject_unknown: bool = bool(conf["rejectUnknownQueues"])
-        self.expression: Optional[CelExpression] = None
+        self.expression: Optional[JobCel] = None
         text = conf.get("queue")
         if text:
             compiler = cel if cel is not None else CelCompiler()
-            self.expression = compiler.compile(text, f"{self.where}.queue", ("job",), "string")
-        self._cache: CelCache[tuple[str, int]] = CelCache()
+            self.expression = JobCel(compiler.compile(text, f"{self.where}.queue", ("job",), "string"))
 
     def named_queue(self, job: Job) -> str:
         """The queue the workload itself names ('' when none)."""
@@ -68,20 +67,13 @@ class QueueResolve(Plugin):
                     return value
         return ""
 
-    def _evaluate(self, job: Job) -> tuple[str, str]:
-        """(queue or '', error or '') — errors are cached too: the same job fails the same way."""
-        assert self.expression is not None
-        try:
-            return str(self.expression.evaluate({"job": job_vars(job)})), ""
-        except CelRuntimeError as exc:
-            return "", str(exc)
-
     @hookimpl
     def atoll_enqueue(self, job: Job, state: FleetState) -> Optional[Refusal]:
         named = self.named_queue(job)
         chosen = ""
         if self.expression is not None and (self.override or not named):
-            chosen, error = self._cache.get((job.id, job.generation), lambda: self._evaluate(job))
+            value, error = self.expression.evaluate(job)
+            chosen = str(value or "")
             if error:
                 return Refusal(f"cannot resolve the queue: {error}", self.name)
         queue = (chosen or named) if self.override else (named or chosen)

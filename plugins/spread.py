@@ -18,7 +18,7 @@ from engine.hookspecs import hookimpl
 from engine.model import Cluster, Job, Placement
 from engine.plugin import Plugin
 from engine.resources import add_into, scale
-from plugins._placeutil import configure, fit_count, is_gang, utilisation_after
+from plugins._placeutil import configure, fit_count, is_gang, utilisation_scores
 
 
 class Spread(Plugin):
@@ -37,12 +37,9 @@ class Spread(Plugin):
 
     @hookimpl
     def atoll_score(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, int]:
+        scores = utilisation_scores(job, clusters, state.free, self.resources)
         out: dict[str, int] = {}
-        for cluster in clusters:
-            free = state.free(cluster.name)
-            used = utilisation_after(job.demand, free, cluster.allocatable, self.resources)
-            if used is None:
-                used = utilisation_after(job.min_demand, free, cluster.allocatable, self.resources)
+        for cluster, used in zip(clusters, scores):
             out[cluster.name] = 0 if used is None else self.weight * (100 - used)
         return out
 

@@ -40,18 +40,29 @@ def test_syntax_error_has_column(cel: CelCompiler) -> None:
 
 def test_unknown_field_fails_at_load_with_suggestion(cel: CelCompiler) -> None:
     message = compile_error(cel, "job.prority + 1")
-    assert message.startswith("'job.prority + 1': no such field or key 'prority'; did you mean 'priority'?")
+    assert message.startswith("'job.prority + 1': no such field or key 'prority' at column 5; "
+                              "did you mean 'priority'?")
     message = compile_error(cel, "job.lables['tier'] == 'x'", "bool")      # misspelt map field, not a key
-    assert "no such field or key 'lables'; did you mean 'labels'?" in message
+    assert "no such field or key 'lables' at column 5; did you mean 'labels'?" in message
+    message = compile_error(cel, "job.priority +\n  job.atempts")
+    assert "no such field or key 'atempts' at line 2, column 7; did you mean 'attempts'?" in message
     message = compile_error(cel, "job.zzz", "any")
     assert "; fields: annotations, attempts," in message                  # no close match: list them
 
 
 def test_unknown_variable(cel: CelCompiler) -> None:
     assert compile_error(cel, "queue.weight") == \
-        "CEL expression 'queue.weight' uses unknown variable(s) ['queue']; available here: ['job']"
+        "CEL expression 'queue.weight' uses unknown variable(s) ['queue'] (first at column 1); available here: ['job']"
+    assert "(first at column 16)" in compile_error(cel, "job.priority + cluster.free['cpu']")
     cel.compile("queue.weight * 2 + job.priority", WHERE, ("job", "queue"), "int")
     cel.compile("job.tasks.all(t, t.replicas > 0) && 'x' in job.labels", WHERE, ("job",), "bool")
+
+
+def test_free_variables_ignore_fields_strings_macros_and_spacing(cel: CelCompiler) -> None:
+    cel.compile("job . priority + job.\n  attempts", WHERE, ("job",), "int")
+    cel.compile("has(job.labels.tier) && job.tasks.exists(t, t.replicas > 1) && 'queue.x y' in job.labels",
+                WHERE, ("job",), "bool")
+    assert "unknown variable(s) ['t']" in compile_error(cel, "job.tasks.exists(x, t.replicas > 1)", "bool")
 
 
 def test_wrong_result_type(cel: CelCompiler) -> None:
@@ -70,6 +81,24 @@ def test_int_double_mix_is_explained(cel: CelCompiler) -> None:
     assert "no such overload: the operands have different types" in message and "double(x)" in message
 
 
+def test_comparison_of_different_types_is_explained(cel: CelCompiler) -> None:
+    message = compile_error(cel, "job.demand['cpu'] > 1.5", "bool")
+    assert message.startswith("\"job.demand['cpu'] > 1.5\": no such overload: cannot compare int and double "
+                              "(CEL never converts types implicitly")
+
+
+def test_runtime_messages_show_values_not_cel_types(cel: CelCompiler) -> None:
+    expr = cel.compile("int(job.labels['n'])", WHERE, ("job",), "int")
+    with pytest.raises(CelRuntimeError, match=r": not an integer: 'x7'$"):
+        expr.evaluate({"job": {"labels": {"n": "x7"}}})
+    expr = cel.compile("job.priority * 9223372036854775807", WHERE, ("job",), "int")
+    with pytest.raises(CelRuntimeError, match=r": integer overflow$"):
+        expr.evaluate({"job": {"priority": 2}})
+    expr = cel.compile("job.priority / job.attempts", WHERE, ("job",), "int")
+    with pytest.raises(CelRuntimeError, match=r": divide by zero"):
+        expr.evaluate({"job": {"priority": 2, "attempts": 0}})
+
+
 def test_empty_expression(cel: CelCompiler) -> None:
     assert compile_error(cel, "  ") == "CEL expression must be a non-empty string"
 
@@ -80,6 +109,8 @@ def test_samples_are_lenient_for_label_and_resource_keys_and_values(cel: CelComp
     cel.compile("job.demand['cpu'] / job.minDemand['cpu']", WHERE, ("job",), "int")   # 0 / 0 fails, 1000/1000 ok
     cel.compile("cluster.free['nvidia.com/gpu'] >= 8 && cluster.labels['zone'] != ''", WHERE, ("cluster",), "bool")
     cel.compile("job.tasks[0].resources['cpu'] * 2", WHERE, ("job",), "int")
+    cel.compile("size(job.tasks) > 1 ? job.tasks[1].replicas : 0", WHERE, ("job",), "int")
+    cel.compile("job.tasks[2].replicas", WHERE, ("job",), "int")             # fine for a 4-task sample
 
 
 def test_evaluate_on_real_objects(cel: CelCompiler) -> None:

@@ -44,7 +44,7 @@ spec:
   plugins:
     t-counter: {limit: 100}
     max-attempts:
-      limit: "job.labels['tier'] == 'prod' ? 3 : 1"
+      limit: "'tier' in job.labels && job.labels['tier'] == 'prod' ? 3 : 1"
       delay: 5
 """
 
@@ -125,6 +125,23 @@ def test_installed_plugin_runs_in_the_engine(installed: Path, monkeypatch: pytes
     assert [a.job_id for a in again] == ["prod"] and "m1" not in again[0].placement
 
 
+def test_installed_plugin_falls_back_when_cel_fails_on_a_job(installed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(installed))
+    catalog = PluginCatalog({**discover().entries, **CATALOG.entries})
+    text = POLICY.replace("'tier' in job.labels && job.labels['tier'] == 'prod' ? 3 : 1", "int(job.labels['attempts'])")
+    text = text.replace("      delay: 5\n", "      delay: 5\n      fallbackLimit: 1\n")
+    engine = Engine(load_policy_text(text, "p.yaml", catalog).pipeline)
+    engine.upsert_cluster(Cluster("m1", allocatable=parse_resources({"cpu": "10"})))
+    engine.upsert_queue(Queue("default"))
+    engine.submit(Job(id="j", name="j", tasks=[Task("w", 1, 1, parse_resources({"cpu": "1"}))]))   # no label
+    assert [a.job_id for a in engine.cycle(0).admitted] == ["j"]
+    gave_up = engine.fail("j", Failure(FailureKind.JOB_FAILED, cluster="m1"), now=1)
+    assert not gave_up.requeue
+    assert gave_up.reason == ("max-attempts: gave up after 1 attempt(s) (limit 1; fallback, p.yaml: "
+                              "spec.plugins.max-attempts.limit: \"int(job.labels['attempts'])\": "
+                              "no such field or key 'attempts'): JobFailed")
+
+
 def test_describe_rows_use_description_or_docstring() -> None:
     rows = describe(PluginCatalog({c.name: PluginEntry(c, "tests 0") for c in (TCounter, TFifo)}))
     assert rows == [
@@ -163,3 +180,86 @@ def test_broken_third_party_package_is_named_not_a_traceback(tmp_path: Path, mon
         discover()
     assert str(info.value).startswith("plugins: cannot load plugin package broken-pkg 1.0 (entry point broken = "
                                       "broken_pkg_missing_module): ModuleNotFoundError:")
+
+
+def test_misspelt_hook_name_is_reported_at_discovery(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from engine.hookspecs import hookimpl
+    from engine.plugin import Plugin
+
+    class Typo(Plugin):
+        name = "typo"
+        stages = ("admit",)
+
+        @hookimpl
+        def atoll_admitt(self) -> None:
+            return None
+
+    module = types.ModuleType("atoll_test_typo")
+    module.atoll_plugin_classes = hookimpl(lambda: [Typo])  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "atoll_test_typo", module)
+    with pytest.raises(InputError) as info:
+        discover(entry_points=False, extra_modules=("atoll_test_typo",))
+    assert str(info.value) == ("plugins: atoll_test_typo: plugin 'typo' marks atoll_admitt as hook implementation(s), "
+                               "but engine/hookspecs.py has no such hook (misspelt?)")
+
+
+def test_plugin_names_must_be_listable(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from engine.hookspecs import hookimpl
+    from engine.plugin import Plugin
+
+    class Upper(Plugin):
+        name = "My.Plugin"
+        stages = ("admit",)
+
+    module = types.ModuleType("atoll_test_upper")
+    module.atoll_plugin_classes = hookimpl(lambda: [Upper])  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "atoll_test_upper", module)
+    with pytest.raises(InputError, match=r"plugin name 'My.Plugin' must be lower-case letters, digits and '-'"):
+        discover(entry_points=False, extra_modules=("atoll_test_upper",))
+
+
+def test_a_name_clash_with_a_builtin_names_both_sources(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from engine.hookspecs import hookimpl
+    from engine.plugin import Plugin
+
+    class MyFifo(Plugin):
+        name = "fifo"
+        stages = ("order",)
+
+    module = types.ModuleType("atoll_test_clash")
+    module.atoll_plugin_classes = hookimpl(lambda: [MyFifo])  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "atoll_test_clash", module)
+    with pytest.raises(InputError) as info:
+        discover(entry_points=False, extra_modules=("atoll_test_clash",))
+    assert str(info.value) == "plugins: plugin name 'fifo' is provided twice: by atoll (built-in) and by atoll_test_clash"
+
+
+def test_builtins_are_listed_as_built_in(capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.cli import main
+
+    assert main(["plugins", "list", "--json"]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert rows["gang"]["source"] == "atoll (built-in)" and rows["gang"]["stages"] == ["admit", "place"]
+    assert all(row["description"] for row in rows.values())
+
+
+def test_contributing_example_plugin_works() -> None:
+    """The MaxGpus example in CONTRIBUTING.md is real code: it loads through a policy and refuses."""
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, object] = {}
+    exec(compile(code, "CONTRIBUTING.md", "exec"), namespace)
+    cls = namespace["MaxGpus"]
+    catalog = PluginCatalog({"max-gpus": PluginEntry(cls, "docs")})  # type: ignore[arg-type]
+    policy = load_policy_text("apiVersion: atoll.dev/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: x}\n"
+                              "spec:\n  pipeline: {admit: [max-gpus]}\n  plugins: {max-gpus: {limit: '2'}}\n",
+                              "p.yaml", catalog)
+    job = Job(id="a", name="a", tasks=[Task("w", 3, 3, {"nvidia.com/gpu": 1})])
+    refusal = policy.pipeline.admit(job=job, state=None)
+    assert refusal is not None and refusal.reason == "3 GPUs > limit 2"

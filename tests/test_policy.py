@@ -90,6 +90,19 @@ class TBroken(Plugin):
         raise KeyError("oops")
 
 
+class TFieldOnly(Plugin):
+    """Raises InputError naming only its field, as a careless plugin might."""
+
+    name = "t-field-only"
+    stages = ("admit",)
+    config_schema = {"type": "object", "properties": {"mode": {"type": "string"}}}
+
+    def __init__(self, config: dict[str, Any], cel: Any, where: str = "") -> None:
+        super().__init__(config, cel, where)
+        if config.get("mode") == "bad":
+            raise InputError("mode 'bad' is not supported", "spec.plugins.t-field-only.mode")
+
+
 class TBadSchema(Plugin):
     name = "t-bad-schema"
     stages = ("admit",)
@@ -106,7 +119,7 @@ class TBadHook(Plugin):
 
 
 CATALOG = PluginCatalog({cls.name: PluginEntry(cls, "tests 0") for cls in
-                         (TPriority, TCounter, TFifo, TBroken, TBadSchema, TBadHook)})
+                         (TPriority, TCounter, TFifo, TBroken, TBadSchema, TBadHook, TFieldOnly)})
 
 GOOD = """\
 apiVersion: atoll.dev/v1alpha1
@@ -277,12 +290,12 @@ def test_cel_errors_name_file_path_line_and_column() -> None:
                               "'job.priority +'")
     message = error(replace("\"job.priority + (job.labels['tier'] == 'prod' ? 1000 : 0)\"", "'job.prority'"))
     assert message.startswith("p.yaml: spec.plugins.t-priority.priority (line 15): 'job.prority': "
-                              "no such field or key 'prority'; did you mean 'priority'?")
+                              "no such field or key 'prority' at column 5; did you mean 'priority'?")
     message = error(replace("\"job.priority + (job.labels['tier'] == 'prod' ? 1000 : 0)\"", "'job.priority > 1'"))
     assert message.startswith("p.yaml: spec.plugins.t-priority.priority (line 15): 'job.priority > 1' must return "
                               "int, returned bool")
     message = error(replace("\"job.priority + (job.labels['tier'] == 'prod' ? 1000 : 0)\"", "'queue.priority'"))
-    assert "unknown variable(s) ['queue']; available here: ['job']" in message
+    assert "unknown variable(s) ['queue'] (first at column 1); available here: ['job']" in message
 
 
 def test_cel_default_is_compiled_too() -> None:
@@ -303,3 +316,25 @@ def test_plugin_with_broken_schema_or_hook_is_named() -> None:
     message = error(replace("admit: [t-counter]", "admit: [t-counter, t-bad-hook]"))
     assert message.startswith("p.yaml: plugin t-bad-hook (tests 0) has an invalid hook implementation:")
     assert "nonsense" in message
+
+
+def test_plugin_input_error_without_the_file_gets_it() -> None:
+    text = replace("admit: [t-counter]", "admit: [t-counter, t-field-only]") + "    t-field-only: {mode: bad}\n"
+    assert error(text) == "p.yaml: spec.plugins.t-field-only.mode (line 17): mode 'bad' is not supported"
+
+
+def test_validators_are_built_once_per_schema() -> None:
+    from engine import schema_check
+
+    load(GOOD)
+    before = dict(schema_check._VALIDATORS)
+    load(GOOD)
+    assert schema_check._VALIDATORS.keys() == before.keys()
+    assert all(schema_check._VALIDATORS[k][1] is before[k][1] for k in before)
+    assert schema_check.validator_for(TCounter.config_schema) is schema_check.validator_for(TCounter.config_schema)
+
+
+def test_defaults_are_copied_not_shared() -> None:
+    a, b = load(GOOD), load(GOOD)
+    assert a.managed_workloads["namespaces"]["exclude"] is not b.managed_workloads["namespaces"]["exclude"]
+    assert a.raw["spec"]["managedWorkloads"] is not b.raw["spec"]["managedWorkloads"]

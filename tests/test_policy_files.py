@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from engine.core.scheduler import Engine
+from engine.errors import InputError
 from engine.model import Cluster, Job, JobState, Queue, Task
 from engine.policy import load_policy
 from engine.resources import parse_resources
@@ -66,3 +67,38 @@ def test_default_keeps_a_gang_whole_while_the_karmada_baselines_split_it() -> No
         state, placement, _ = big_gang_outcome(baseline)
         assert state is JobState.ADMITTED and placement is not None, baseline
         assert set(placement) == {"m1", "m2"} and sum(sum(t.values()) for t in placement.values()) == 6, placement
+
+
+def test_builtin_plugin_cel_error_names_file_path_line_and_column(tmp_path: Path) -> None:
+    text = (ROOT / "policies" / "default.yaml").read_text()
+    start = text.index("      priority: ")
+    line = text[:start].count("\n") + 1
+    bad = text[:start] + "      priority: \"job.priority + (\"\n" + text[text.index("\n", start) + 1:]
+    path = tmp_path / "default.yaml"
+    path.write_text(bad)
+    with pytest.raises(InputError) as info:
+        load_policy(path)
+    assert str(info.value).startswith(f"{path}: spec.plugins.job-priority.priority (line {line}): "
+                                      "CEL syntax error at column 16 in 'job.priority + ('")
+
+
+def test_validate_cli_accepts_a_directory(capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.cli import main
+
+    assert main(["policy", "validate", str(ROOT / "policies")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == [f"OK {p}" for p in POLICIES]
+
+
+@pytest.mark.parametrize("path", POLICIES, ids=[p.name for p in POLICIES])
+def test_policy_show_prints_a_valid_fixed_point(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`atoll policy show` output is itself a valid policy whose effective form is the same."""
+    from engine.cli import main
+    from engine.commands.policy_cmd import effective
+    from engine.policy import load_policy_text
+
+    assert main(["policy", "show", str(path)]) == 0
+    shown = capsys.readouterr().out
+    again = load_policy_text(shown, "shown.yaml")
+    assert effective(again) == effective(load_policy(path))
+    assert again.pipeline.describe() == load_policy(path).pipeline.describe()

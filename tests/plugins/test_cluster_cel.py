@@ -125,3 +125,13 @@ def test_attempts_change_invalidates_whole_job_keys() -> None:
     assert f.atoll_score(j, [s.clusters["c"]], s) == {"c": 0}
     j.attempts = 2
     assert f.atoll_score(j, [s.clusters["c"]], s) == {"c": 2}
+
+
+def test_a_cluster_removed_and_added_again_is_evaluated_again() -> None:
+    f = ClusterFilter({"expression": "cluster.labels['region'] == 'eu'"}, CEL)
+    s = fleet()
+    j = tiered("a", "x")
+    assert f.atoll_filter(j, [s.clusters["eu"]], s) == {}
+    s.remove_cluster("eu")
+    s.upsert_cluster(cluster("eu", {"region": "moved"}, cpu="10"))       # generation 0 again, new object
+    assert set(f.atoll_filter(j, [s.clusters["eu"]], s)) == {"eu"}

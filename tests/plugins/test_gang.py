@@ -104,3 +104,12 @@ def test_bad_config_names_the_field() -> None:
     assert "p.yaml: spec.plugins.gang.allowSplit" in str(info.value)
     with pytest.raises(InputError):
         Gang({"allowsplit": True}, None)
+
+
+def test_min_available_zero_still_needs_one_replica_somewhere() -> None:
+    for config in ({}, {"allowSplit": True}):
+        g = Gang(config, None)
+        s = state_with(cluster("a", cpu="1"))
+        decided = g.atoll_place(job("j", task("w", 3, 0, cpu="2")), [s.clusters["a"]], s)
+        assert isinstance(decided, Refusal)
+        assert g.atoll_place(job("j", task("w", 3, 0, cpu="1")), [s.clusters["a"]], s) == {"a": {"w": 1}}

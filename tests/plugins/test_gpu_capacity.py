@@ -116,3 +116,12 @@ def test_split_mode_sums_model_clusters() -> None:
     assert split.atoll_admit(gpu_job(1, "a100", replicas=6), s) is None
     assert split.atoll_admit(gpu_job(1, "a100", replicas=9), s) is not None
     assert split.atoll_filter(gpu_job(1, "a100", replicas=6), list(s.clusters.values()), s) == {}
+
+
+def test_min_available_zero_needs_one_gpu_replica() -> None:
+    p = GpuCapacity({}, None)
+    s = fleet()
+    lax = job("j", task("w", 10, 0, cpu="1", nvidia_com_gpu="3"))
+    assert p.job_gpus(lax) == ({"nvidia.com/gpu": 30}, {"nvidia.com/gpu": 3})
+    assert p.atoll_admit(lax, s) is None
+    assert p.atoll_admit(job("k", task("w", 10, 0, cpu="1", nvidia_com_gpu="9")), s) is not None

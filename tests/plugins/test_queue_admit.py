@@ -131,13 +131,14 @@ def test_hierarchical_guarantee_protects_a_subtree_and_lets_its_children_share_i
 
 
 def test_borrowing_off_makes_deserved_a_hard_limit() -> None:
-    engine = engine_with(admit=[Capacity({"borrowing": False}, None)])
+    engine = engine_with(order=[Fifo({}, None)], admit=[Capacity({"borrowing": False}, None)])
     engine.upsert_cluster(cluster("m1", cpu="10"))
     engine.upsert_queue(queue("q", deserved=res(cpu="2")))
-    engine.submit(job("j", q="q", cpu="3"))
-    assert admitted(engine) == []
+    engine.submit(job("j1", q="q", cpu="1", submit=0))
+    engine.submit(job("j", q="q", cpu="2", submit=1))
+    assert admitted(engine) == ["j1"]
     assert engine.state.jobs["j"].pending_reason == \
-        "queue q deserved share cpu 2 would be exceeded: 0 used + 3 requested"
+        "queue q deserved share cpu 2 would be exceeded: 1 used + 2 requested"
     borrowing = engine_with(admit=[Capacity({}, None)])
     borrowing.upsert_cluster(cluster("m1", cpu="10"))
     borrowing.upsert_queue(queue("q", deserved=res(cpu="2")))
@@ -187,3 +188,17 @@ def test_guarantee_used_up_in_this_cycle_frees_the_rest_for_others_in_the_same_c
     engine.submit(job("p", q="prod", cpu="6", submit=0))
     engine.submit(job("d", q="dev", cpu="4", submit=1))
     assert admitted(engine) == ["p", "d"]
+
+
+def test_demands_that_can_never_fit_say_so() -> None:
+    engine = engine_with(admit=[Capacity({}, None)])
+    engine.upsert_cluster(cluster("m1", cpu="10"))
+    engine.upsert_queue(queue("small", capability=res(cpu="4")))
+    engine.upsert_queue(queue("big"))
+    engine.submit(job("too-big-for-queue", q="small", cpu="5"))
+    engine.submit(job("too-big-for-fleet", q="big", cpu="11"))
+    engine.cycle(0.0)
+    assert engine.state.jobs["too-big-for-queue"].pending_reason == \
+        "job requests cpu 5, more than queue small capability 4: it cannot be admitted until the queue changes"
+    assert engine.state.jobs["too-big-for-fleet"].pending_reason == \
+        "job requests cpu 11, more than the whole fleet's 10 (ready clusters)"

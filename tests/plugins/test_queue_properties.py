@@ -266,3 +266,41 @@ def test_drf_order_matches_the_definition(tree: tuple[dict[str, int], list[Queue
     drf = Drf({}, None)
     keyed = sorted(queues, key=lambda q: (drf.atoll_queue_order(q, state), q.name))
     assert [q.name for q in keyed] == reference_order(queues, total)
+
+
+def _seeded_scenario(seed: int) -> dict[str, Any]:
+    import random
+
+    rng = random.Random(seed)
+    queues = [{"name": f"q{i}", "parent": None if i < 2 else f"q{rng.randint(0, 1)}",
+               "capability": rng.choice((None, {CPU: 20_000})), "guarantee": rng.choice(({}, {CPU: 4000})),
+               "weight": rng.randint(1, 3), "priority": rng.randint(0, 1), "open": True} for i in range(5)]
+    ops: list[tuple[Any, ...]] = []
+    for _ in range(120):
+        roll = rng.random()
+        if roll < 0.7:
+            ops.append(("submit", rng.randint(0, 4), rng.randint(1, 8), rng.randint(1, 8), rng.choice((0, 1)),
+                        rng.randint(1, 3), rng.randint(0, 5)))
+        elif roll < 0.85:
+            ops.append(("cycle",))
+        else:
+            ops.append(("finish", rng.randint(0, 50)))
+    return {"clusters": [{CPU: 16_000, MEMORY: 64 * GI, GPU: 4}, {CPU: 8000, MEMORY: 32 * GI, GPU: 0}],
+            "queues": queues, "ops": ops}
+
+
+def test_same_seed_same_admissions_across_processes_and_hash_seeds() -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json; from tests.plugins.test_queue_properties import run, _seeded_scenario; "
+            "print(json.dumps(run(_seeded_scenario(7), audit=False)))")
+    outputs = []
+    for hash_seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True,
+                              cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1]
+    assert '"j' in outputs[0]                     # something was admitted

@@ -157,3 +157,41 @@ def test_queue_keys_are_configurable() -> None:
     tagged = job("tagged", q="", labels={"team": "t1", "volcano.sh/queue-name": "ignored"})
     engine.submit(tagged)
     assert tagged.queue == "t1"
+
+
+def test_cel_results_are_shared_by_jobs_with_equal_inputs() -> None:
+    prio = JobPriority({"priority": "job.priority + ('tier' in job.labels && job.labels['tier'] == 'prod' ? 100 : 0)"},
+                       CelCompiler())
+    engine = engine_with(enqueue=[prio], order=[prio])
+    engine.upsert_queue(queue("q"))
+    for i in range(40):
+        engine.submit(job(f"j{i}", q="q", priority=i % 2, labels={"tier": "prod" if i % 4 < 2 else "dev"},
+                          submit=float(i)))
+    assert prio.expression is not None and prio.expression.evaluations == 4      # (priority, tier) pairs
+    assert engine.state.jobs["j0"].sort_key == (-100,) and engine.state.jobs["j3"].sort_key == (-1,)
+
+
+def test_referenced_fields_and_per_job_fallback_for_bare_job() -> None:
+    from plugins._celjob import JobCel, referenced_fields
+
+    assert referenced_fields("job.priority + size(job.labels) + ('job.kind' == '' ? 1 : 0)") == \
+        frozenset({"priority", "labels"})
+    assert referenced_fields("size(job) > 3") is None
+    bare = JobCel(CelCompiler().compile("size(job) > 0 ? 1 : 0", "w", ("job",), "int"))
+    assert bare.fields is None
+    a, b = job("a"), job("b")
+    assert bare.evaluate(a) == (1, "") and bare.evaluate(b) == (1, "") and bare.evaluations == 2
+    assert bare.evaluate(a) == (1, "") and bare.evaluations == 2
+
+
+def test_celjob_field_getters_equal_job_vars() -> None:
+    from engine.cel_vars import VARIABLES, job_vars
+    from engine.model import Job, Task
+    from plugins._celjob import FIELDS
+
+    full = Job(id="ns/x", name="x", namespace="ns", kind="Deployment", queue="q", priority=3, priority_class="high",
+               labels={"a": "1"}, annotations={"b": "2"}, submit_time=7, attempts=2,
+               tasks=[Task("w", 3, 2, {"cpu": 1000, "nvidia.com/gpu": 1}), Task("ps", 1, 1, {"cpu": 500})])
+    assert set(FIELDS) == set(VARIABLES["job"])
+    expected = job_vars(full)
+    assert {name: get(full) for name, get in FIELDS.items()} == expected

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from engine.cel import CelRuntimeError
 from engine.cel_vars import CelCache, job_vars
 from engine.hookspecs import hookimpl
 from engine.model import Failure, Job, Recovery
@@ -23,6 +24,8 @@ class MaxAttempts(Plugin):
         "properties": {
             "limit": {"type": "string", "default": "3",
                       "description": "CEL over job -> int: admissions allowed before giving up"},
+            "fallbackLimit": {"type": "integer", "minimum": 1, "default": 3,
+                              "description": "limit used when the expression fails on a job (e.g. a missing label)"},
             "delay": {"type": "number", "minimum": 0, "default": 0,
                       "description": "seconds to wait before the job may be admitted again"},
             "avoidFailedCluster": {"type": "boolean", "default": True},
@@ -33,21 +36,29 @@ class MaxAttempts(Plugin):
         super().__init__(config, cel, where)
         # Compiled (and dry-run against sample jobs) once, at policy load: mistakes reject the policy.
         self.limit = cel.compile(config["limit"], f"{self.where}.limit", ("job",), "int")
-        self.limits: CelCache[tuple[str, int]] = CelCache()
+        self.limits: CelCache[tuple[str, int]] = CelCache()     # (job.id, generation) -> (limit, note)
+
+    def _limit(self, job: Job) -> tuple[int, str]:
+        """(limit, '' or why the fallback was used). A CEL runtime error must never escape a hook."""
+        try:
+            return int(self.limit.evaluate({"job": job_vars(job)})), ""
+        except CelRuntimeError as exc:
+            return int(self.config["fallbackLimit"]), f"; fallback, {exc}"
 
     @hookimpl
     def atoll_recover(self, job: Job, failure: Failure) -> Optional[Recovery]:
         # Evaluated once per job generation, not on every failure of an unchanged job.
-        limit = self.limits.get((job.id, job.generation), lambda: self.limit.evaluate({"job": job_vars(job)}))
+        limit, note = self.limits.get((job.id, job.generation), lambda: self._limit(job))
         if job.attempts >= limit:
             return Recovery(requeue=False, reason=f"{self.name}: gave up after {job.attempts} attempt(s) "
-                                                  f"(limit {limit}): {failure.kind.value} {failure.message}".rstrip())
+                                                  f"(limit {limit}{note}): {failure.kind.value} "
+                                                  f"{failure.message}".rstrip())
         avoid = frozenset({failure.cluster}) if failure.cluster and self.config["avoidFailedCluster"] else frozenset()
         return Recovery(requeue=True, delay=float(self.config["delay"]), exclude_clusters=avoid,
                         reason=f"{self.name}: attempt {job.attempts} of {limit} failed ({failure.kind.value})")
 
 
-PLUGINS = [MaxAttempts]
+PLUGINS: list[type[Plugin]] = [MaxAttempts]
 
 
 @hookimpl
