@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from functools import lru_cache
 from typing import Mapping
 
 from engine.errors import InputError
@@ -88,8 +89,14 @@ def format_quantity(resource: str, amount: int) -> str:
 
 
 def format_resources(vector: Mapping[str, int]) -> str:
-    """``cpu=2 memory=4Gi`` — stable order for messages and logs."""
-    return " ".join(f"{name}={format_quantity(name, vector[name])}" for name in sorted(vector)) or "nothing"
+    """``cpu=2 memory=4Gi`` — stable order for messages and logs. Memoised: refusal reasons format
+    the same few vectors (a job shape, the fleet's most free) for thousands of pending jobs."""
+    return _format_items(tuple(sorted(vector.items())))
+
+
+@lru_cache(maxsize=4096)
+def _format_items(items: tuple[tuple[str, int], ...]) -> str:
+    return " ".join(f"{name}={format_quantity(name, amount)}" for name, amount in items) or "nothing"
 
 
 def add(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:

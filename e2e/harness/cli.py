@@ -26,7 +26,7 @@ def env_lines(info: FleetInfo) -> list[str]:
     lines = [f"export ATOLL_E2E_STATE={shlex.quote(str(info.state_dir))}",
              f"export KUBECONFIG={shlex.quote(str(info.host_kubeconfig))}",
              f"export ATOLL_E2E_HOST_KUBECONFIG={shlex.quote(str(info.host_kubeconfig))}",
-             f"export ATOLL_E2E_MEMBERS={shlex.quote(' '.join(info.member_kubeconfigs))}"]
+             f"export ATOLL_E2E_MEMBER_NAMES={shlex.quote(' '.join(info.member_kubeconfigs))}"]
     lines += [f"export {_env_name(n)}={shlex.quote(str(p))}" for n, p in info.member_kubeconfigs.items()]
     if art is not None:
         lines.append(f"export PATH={shlex.quote(str(art.root / 'bin'))}:\"$PATH\"  # kubectl, helm, kwok ...")
@@ -78,6 +78,8 @@ def _run(args: argparse.Namespace) -> int:
         print("healthy" if not problems else "UNHEALTHY: " + "; ".join(problems))
         return 0 if not problems else 1
     if args.cmd == "env":
+        if not (state_root() / "fleet.json").is_file():
+            raise FleetError(f"no fleet recorded in {state_root()}: run `e2e/fleet up` (same ATOLL_E2E_STATE)")
         print("\n".join(env_lines(FleetInfo.load())))
         return 0
     if args.cmd == "logs":

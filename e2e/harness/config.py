@@ -146,6 +146,15 @@ def _node_group(raw: Any, where: str, base: dict[str, Any]) -> NodeGroup:
     return NodeGroup(count=count, allocatable=alloc, labels=labels)
 
 
+def _env_int(name: str) -> int:
+    """An integer environment variable (0 when unset); a bad value names the variable."""
+    value = os.environ.get(name, "").strip()
+    try:
+        return int(value) if value else 0
+    except ValueError:
+        raise ConfigError(f"environment variable {name}={value!r}: expected an integer") from None
+
+
 def load_config(path: Path | None = None, members: int | None = None, nodes: int | None = None,
                 base_port: int | None = None) -> FleetConfig:
     """Read the YAML (``ATOLL_E2E_CONFIG`` if no path) and apply overrides (flags, then env)."""
@@ -163,7 +172,7 @@ def load_config(path: Path | None = None, members: int | None = None, nodes: int
     if not isinstance(mraw, dict):
         raise ConfigError("members: expected a mapping with count/prefix/nodes/overrides")
     if members is None and os.environ.get("ATOLL_E2E_MEMBERS"):
-        members = int(os.environ["ATOLL_E2E_MEMBERS"])
+        members = _env_int("ATOLL_E2E_MEMBERS")
     count = members if members is not None else mraw.get("count", 2)
     if not isinstance(count, int) or not 1 <= count <= MAX_MEMBERS:
         raise ConfigError(f"members.count: expected 1..{MAX_MEMBERS}, got {count!r}")
@@ -173,7 +182,7 @@ def load_config(path: Path | None = None, members: int | None = None, nodes: int
         base_nodes = NodeGroup(nodes, base_nodes.allocatable, base_nodes.labels)
     base_dict = {"count": base_nodes.count, "allocatable": base_nodes.allocatable, "labels": base_nodes.labels}
     overrides = mraw.get("overrides", {}) or {}
-    port = base_port or int(os.environ.get("ATOLL_E2E_BASE_PORT", 0)) or int(raw.get("basePort", DEFAULT_BASE_PORT))
+    port = base_port or _env_int("ATOLL_E2E_BASE_PORT") or int(raw.get("basePort", DEFAULT_BASE_PORT))
     if not 1024 < port < 65000 - 100 - 10 * MAX_MEMBERS:
         raise ConfigError(f"basePort: {port} leaves no room for the fleet's ports")
     ports = Ports(port)

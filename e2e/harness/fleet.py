@@ -49,6 +49,7 @@ class FleetInfo:
     token: str
     log_dir: Path
     member_nodes: dict[str, dict[str, Any]]  # name -> {count, allocatable, labels} it was started with
+    base_port: int
 
     @classmethod
     def load(cls, state_dir: Path | None = None) -> FleetInfo:
@@ -58,7 +59,8 @@ class FleetInfo:
                    member_kubeconfigs={k: Path(v) for k, v in raw["member_kubeconfigs"].items()},
                    host_server=raw["host_server"], member_servers=raw["member_servers"],
                    ca_file=Path(raw["ca_file"]), token=Pki(d / "pki").token(), log_dir=d / "logs",
-                   member_nodes=raw.get("member_nodes", {}))
+                   member_nodes=raw.get("member_nodes", {}),
+                   base_port=int(raw.get("base_port") or raw["ports"]["etcd client"]))
 
     def host(self) -> Kube:
         return Kube(self.host_server, self.ca_file, self.token, "karmada-apiserver")
@@ -141,7 +143,10 @@ class Fleet:
         except BaseException:
             print("[fleet up] failed; stopping what was started (logs kept in "
                   f"{self.state / 'logs'})", flush=True)
-            self.sup.stop_all()
+            try:
+                self.sup.stop_all()
+            except RuntimeError as e:  # report, but keep the original failure as the error
+                print(f"[fleet up] {e}; run `e2e/fleet down` again", flush=True)
             raise
         print(f"[fleet up] ready in {time.monotonic() - t0:.0f}s; `e2e/fleet env` prints KUBECONFIG lines",
               flush=True)
@@ -227,11 +232,11 @@ class Fleet:
         return info
 
     def down(self) -> list[str]:
-        stopped = self.sup.stop_all()
-        leftovers = self.running_components()
-        if leftovers:
-            raise FleetError(f"still running after SIGKILL: {leftovers}")
-        return stopped
+        """Stop every component; returns only when all of them are gone (else FleetError)."""
+        try:
+            return self.sup.stop_all()
+        except RuntimeError as e:
+            raise FleetError(str(e)) from None
 
     def status_problems(self) -> list[str]:
         """Empty when every recorded component runs and the host and member apiservers are ready."""

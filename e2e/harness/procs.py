@@ -35,9 +35,22 @@ def _start_ticks(pid: int) -> int | None:
     except OSError:
         return None
     fields = stat[stat.rindex(")") + 2:].split()
-    if fields[0] == "Z":
+    if fields[0] == "Z" and not _threads_left(pid):
         return None
     return int(fields[19])
+
+
+def _threads_left(pid: int) -> bool:
+    """True while a process whose main thread is a zombie still has threads exiting (and holds its fds)."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:
+        return False
+
+
+def exited(pid: int) -> bool:
+    """True once ``pid`` is gone or a zombie with no thread left (its ports and files are released)."""
+    return _start_ticks(pid) is None
 
 
 class Supervisor:
@@ -121,6 +134,13 @@ class Supervisor:
                     os.killpg(p.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+        # SIGKILL is asynchronous: a big process (kube-apiserver) can take a moment to go
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(self.get(p.name) for p in running):
+            time.sleep(0.1)
+        survivors = [p.name for p in running if self.get(p.name) is not None]
+        if survivors:  # keep their pid files, so a later `down` can try again
+            raise RuntimeError(f"still running {grace:.0f}s after SIGKILL: {survivors}")
         for n in names:
             (self.pid_dir / f"{n}.json").unlink(missing_ok=True)
         return [p.name for p in running]

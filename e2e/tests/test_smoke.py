@@ -1,6 +1,7 @@
 """Smoke test of the real fleet: a batch/v1 Job goes host -> Karmada -> member -> kwok pods that run and finish."""
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +27,10 @@ def ns(host: Kube) -> Iterator[str]:
     delete(host, f"/api/v1/namespaces/{name}")
 
 
+def _ts(value: str) -> datetime.datetime:
+    return datetime.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ")
+
+
 def member_pods(kube: Kube, ns: str, job: str) -> list[dict[str, Any]]:
     pods: list[dict[str, Any]] = kube.get(f"/api/v1/namespaces/{ns}/pods?labelSelector=job-name%3D{job}")["items"]
     return pods
@@ -41,6 +46,12 @@ def test_cluster_resource_summary_is_kwok_allocatable(fleet: FleetHandle, host: 
         got_raw = cluster["status"]["resourceSummary"]["allocatable"]
         got = {r: parse_quantity(v, r) for r, v in got_raw.items()}
         assert got == want, f"Cluster {name}: resourceSummary.allocatable {got_raw} != kwok nodes' {nodes}"
+        for node_name in fleet.node_names(name):  # each kwok node carries the configured labels and allocatable
+            node = fleet.member(name).get(f"/api/v1/nodes/{node_name}")
+            assert nodes["labels"].items() <= node["metadata"]["labels"].items(), node["metadata"]["labels"]
+            assert {r: parse_quantity(v, r) for r, v in node["status"]["allocatable"].items()
+                    if r in nodes["allocatable"]} == {r: parse_quantity(v, r) for r, v in nodes["allocatable"].items()}
+            assert is_true(node, "Ready"), f"node {node_name} not Ready"
 
 
 def test_job_propagates_runs_on_kwok_and_completes(fleet: FleetHandle, host: Kube, members: dict[str, Kube],
@@ -83,6 +94,11 @@ def test_job_propagates_runs_on_kwok_and_completes(fleet: FleetHandle, host: Kub
         assert p["status"].get("startTime"), f"pod {p['metadata']['name']} never started"
         ready = condition(p, "Ready") or {}
         assert ready.get("reason") == "PodCompleted", f"pod not completed by the kwok stage: {p['status']}"
+        # the pod-complete stage waits atoll.dev/run-seconds after the pod started (a lower bound only;
+        # timestamps have 1 s resolution)
+        finished = p["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"]
+        ran = (_ts(finished) - _ts(p["status"]["startTime"])).total_seconds()
+        assert ran >= RUN_SECONDS - 1, f"pod {p['metadata']['name']} completed after {ran}s < {RUN_SECONDS}s"
     for other in set(fleet.members) - {cluster}:
         assert members[other].get_or_none(f"/apis/batch/v1/namespaces/{ns}/jobs/{job}") is None
 
@@ -90,3 +106,22 @@ def test_job_propagates_runs_on_kwok_and_completes(fleet: FleetHandle, host: Kub
     until(f"host Job {ns}/{job} status.succeeded == {PARALLELISM}",
           lambda: (host.get(f"/apis/batch/v1/namespaces/{ns}/jobs/{job}").get("status") or {}).get("succeeded")
           == PARALLELISM, show=lambda: host.get(f"/apis/batch/v1/namespaces/{ns}/jobs/{job}").get("status"))
+
+
+def test_gpu_job_requirements_reach_karmada_and_kwok(fleet: FleetHandle, host: Kube, members: dict[str, Kube],
+                                                     ns: str) -> None:
+    """GPUs are an extended resource end to end: binding requirements, member scheduling onto kwok GPUs."""
+    job, target = "gpu", fleet.members[-1]
+    host.apply(batch_job(job, ns, 2, 2, 1, {"cpu": "2", "nvidia.com/gpu": "4"}))
+    host.apply(propagation_policy(job, ns, [{"apiVersion": "batch/v1", "kind": "Job", "name": job}],
+                                  {"clusterAffinity": {"clusterNames": [target]}}))
+    rb = until(f"ResourceBinding {ns}/{job}-job scheduled", lambda: scheduled(host, ns, f"{job}-job"),
+               show=lambda: binding(host, ns, f"{job}-job"))
+    assert rb["spec"]["replicaRequirements"]["resourceRequest"]["nvidia.com/gpu"] == "4"
+    mk = members[target]
+    until(f"GPU Job Complete in {target}",
+          lambda: is_true(mk.get_or_none(f"/apis/batch/v1/namespaces/{ns}/jobs/{job}"), "Complete"),
+          timeout=120, show=lambda: [(p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase"))
+                                     for p in member_pods(mk, ns, job)])
+    nodes = {p["spec"]["nodeName"] for p in member_pods(mk, ns, job)}
+    assert nodes <= set(fleet.node_names(target)), nodes

@@ -28,6 +28,7 @@ class FleetState:
         self.now = 0.0
         # cluster -> job id -> (reserved resources, started_at or None)
         self._inflight: dict[str, dict[str, tuple[Resources, Optional[float]]]] = {}
+        self._reserved: dict[str, Resources] = {}      # cluster -> sum of its in-flight reservations
         self._free: dict[str, Resources] = {}
         self._fleet_free: Optional[Resources] = None
         self._fleet_allocatable: Optional[Resources] = None
@@ -41,9 +42,7 @@ class FleetState:
         cached = self._free.get(cluster)
         if cached is None:
             c = self.clusters[cluster]
-            free = sub(sub(c.allocatable, c.allocated), c.allocating)
-            for reserved, _ in self._inflight.get(cluster, {}).values():
-                add_into(free, reserved, -1)
+            free = sub(sub(sub(c.allocatable, c.allocated), c.allocating), self._reserved.get(cluster, {}))
             cached = self._free[cluster] = clamp_nonnegative(free)
         return cached
 
@@ -99,7 +98,7 @@ class FleetState:
         flights = self._inflight.get(cluster.name)
         if flights:
             for job_id in [j for j, (_, started) in flights.items() if started is not None and started < cluster.status_time]:
-                del flights[job_id]
+                add_into(self._reserved[cluster.name], flights.pop(job_id)[0], -1)
         self._invalidate(cluster.name)
         if old is None or old_free is None:
             grew = True
@@ -112,6 +111,7 @@ class FleetState:
     def remove_cluster(self, name: str) -> None:
         self.clusters.pop(name, None)
         self._inflight.pop(name, None)
+        self._reserved.pop(name, None)
         self._invalidate(name)
 
     def _invalidate(self, cluster: str) -> None:
@@ -195,7 +195,12 @@ class FleetState:
         self._charge(job.queue, job.demand, +1)
         for cluster in job.placement or {}:
             if cluster in self.clusters:
-                self._inflight.setdefault(cluster, {})[job.id] = (job.placed_demand(cluster), None)
+                reserved = job.placed_demand(cluster)
+                previous = self._inflight.setdefault(cluster, {}).get(job.id)
+                if previous is not None:
+                    add_into(self._reserved[cluster], previous[0], -1)
+                self._inflight[cluster][job.id] = (reserved, None)
+                add_into(self._reserved.setdefault(cluster, {}), reserved)
                 self._usage_changed(cluster)
 
     def release(self, job: Job) -> None:
@@ -205,7 +210,9 @@ class FleetState:
         self._charge(job.queue, job.demand, -1)
         for cluster in job.placement or {}:
             flights = self._inflight.get(cluster)
-            if flights and flights.pop(job.id, None) is not None:
+            booked = flights.pop(job.id, None) if flights else None
+            if booked is not None:
+                add_into(self._reserved[cluster], booked[0], -1)
                 self._usage_changed(cluster)
         self.capacity_epoch += 1
 
