@@ -158,3 +158,23 @@ def test_valid_policy_edit_takes_effect_within_seconds(fleet: FleetHandle, host:
     finally:
         merge_patch(host, path, {"data": {"policy.yaml": before}})
         delete(host, f"/apis/scheduling.volcano.sh/v1beta1/queues/{queue}")
+
+
+def test_scale_up_after_admission_is_charged(fleet: FleetHandle, host: Kube, running: ControllerProcess,
+                                             ns: str) -> None:
+    """Only CREATE is gated; a later scale-up must still count against capacity and quota (update_job)."""
+    labels = {"app": "grow"}
+    d = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "grow", "namespace": ns},
+         "spec": {"replicas": 2, "selector": {"matchLabels": labels},
+                  "template": {"metadata": {"labels": labels}, "spec": {"containers": [
+                      {"name": "c", "image": "atoll.dev/e2e:noop",
+                       "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}}}
+    host.apply(d)
+    propagate(host, d, fleet.members)
+    wait_admitted(host, d)
+    key = f"{ns}/{rb_name(d)}"
+    assert "cpu=2 " in running.explain(key)
+    merge_patch(host, f"/apis/apps/v1/namespaces/{ns}/deployments/grow", {"spec": {"replicas": 6}})
+    until("the engine charges the scaled-up demand", lambda: "cpu=6 " in running.explain(key), 30,
+          show=lambda: running.explain(key))
+    assert "Admitted" in running.explain(key) or "Running" in running.explain(key)

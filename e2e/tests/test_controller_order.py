@@ -1,8 +1,8 @@
 """Who goes first when one slot frees up, on the real fleet with policies/default.yaml.
 
 Slots: each member has two 32-cpu kwok nodes, so a 1-pod x 30-cpu job takes one "slot"; the fleet has 4.
-Each test fills all 4 slots with blockers (one short, 20 s), queues two waiters whose winner differs between
-FIFO and the behaviour under test, and checks who is admitted when the short blocker ends. The loser keeps
+Each test fills all 4 slots with blockers, queues two waiters whose winner differs between FIFO and the
+behaviour under test, deletes one blocker and checks who is admitted into the freed slot. The loser keeps
 waiting with a reason.
 """
 
@@ -17,7 +17,8 @@ from e2e.conftest import FleetHandle
 from e2e.harness.kube import Kube, KubeError
 from e2e.tests.controller_support import (ControllerProcess, admitted, annotations, atoll, job, propagate, vcjob,
                                           wait_admitted, wait_pending)
-from e2e.tests.support import delete, namespace, unique
+from e2e.tests.support import delete, namespace, unique, until
+from engine.resources import parse_quantity
 
 pytestmark = pytest.mark.e2e
 
@@ -73,16 +74,32 @@ def slot(name: str, ns: str, queue: str = "", seconds: Optional[int] = None, pc:
     return job(name, ns, cpu="30", pods=1, run_seconds=seconds, labels=lab, priority_class=pc)
 
 
+def fleet_idle(host: Kube) -> bool:
+    """No cpu allocated in any member: earlier tests' namespaces (deleted asynchronously) are gone."""
+    for c in host.get("/apis/cluster.karmada.io/v1alpha1/clusters")["items"]:
+        summary = c.get("status", {}).get("resourceSummary", {})
+        for part in ("allocated", "allocating"):
+            if parse_quantity((summary.get(part) or {}).get("cpu", "0"), "cpu") >= 1000:
+                return False
+    return True
+
+
 def fill(host: Kube, fleet: FleetHandle, ns: str, queues_of_long: list[str]) -> dict[str, Any]:
-    """Three long blockers in the given queues plus one 20 s blocker: every slot taken."""
+    """Three blockers in the given queues plus one more (the test deletes it to free one slot): all 4 taken.
+    Starts from an idle fleet, so capacity freed by earlier tests cannot open a fifth slot mid-race."""
+    until("the fleet is idle (earlier tests cleaned up)", lambda: fleet_idle(host), 120)
     for i, q in enumerate(queues_of_long):
         wait_admitted(host, submit(host, fleet, slot(f"long{i}", ns, q)))
-    short = submit(host, fleet, slot("short", ns, "", seconds=20))
+    short = submit(host, fleet, slot("short", ns, ""))
     wait_admitted(host, short)
     return short
 
 
-def race(host: Kube, winner: dict[str, Any], loser: dict[str, Any]) -> None:
+def race(host: Kube, winner: dict[str, Any], loser: dict[str, Any], blocker: dict[str, Any]) -> None:
+    """Both waiters are pending: free exactly one slot and see who gets it."""
+    m = blocker["metadata"]
+    host.request("DELETE", f"/apis/batch/v1/namespaces/{m['namespace']}/jobs/{m['name']}",
+                 {"propagationPolicy": "Background"})
     rb = wait_admitted(host, winner, timeout=90)
     assert admitted(host, loser) is None, "both waiters were admitted into one free slot"
     rb_loser = wait_pending(host, loser)
@@ -99,23 +116,23 @@ def test_queue_priority_beats_arrival_order(fleet: FleetHandle, host: Kube, runn
                                             queues: list[str]) -> None:
     low = make_queue(host, queues, unique("low"), priority=1)
     high = make_queue(host, queues, unique("high"), priority=10)
-    fill(host, fleet, ns, ["default", "default", "default"])
+    blocker = fill(host, fleet, ns, ["default", "default", "default"])
     first = submit(host, fleet, slot("in-low", ns, low, seconds=5))
     wait_pending(host, first)
     second = submit(host, fleet, slot("in-high", ns, high, seconds=5))
     wait_pending(host, second)
-    race(host, winner=second, loser=first)
+    race(host, winner=second, loser=first, blocker=blocker)
 
 
 def test_job_priority_within_a_queue(fleet: FleetHandle, host: Kube, running: ControllerProcess, ns: str) -> None:
     priority_class(host, "atoll-e2e-low", 10)
     priority_class(host, "atoll-e2e-high", 1000)
-    fill(host, fleet, ns, ["default", "default", "default"])
+    blocker = fill(host, fleet, ns, ["default", "default", "default"])
     first = submit(host, fleet, slot("low-prio", ns, pc="atoll-e2e-low", seconds=5))
     wait_pending(host, first)
     second = submit(host, fleet, slot("high-prio", ns, pc="atoll-e2e-high", seconds=5))
     wait_pending(host, second)
-    race(host, winner=second, loser=first)
+    race(host, winner=second, loser=first, blocker=blocker)
 
 
 def test_weighted_drf_between_two_queues(fleet: FleetHandle, host: Kube, running: ControllerProcess, ns: str,
@@ -124,12 +141,12 @@ def test_weighted_drf_between_two_queues(fleet: FleetHandle, host: Kube, running
     heavy's waiter wins although light's waiter came first and light holds less (plain DRF or FIFO: light)."""
     heavy = make_queue(host, queues, unique("heavy"), weight=3)
     light = make_queue(host, queues, unique("light"), weight=1)
-    fill(host, fleet, ns, [heavy, heavy, light])
+    blocker = fill(host, fleet, ns, [heavy, heavy, light])
     first = submit(host, fleet, slot("light-waiter", ns, light, seconds=5))
     wait_pending(host, first)
     second = submit(host, fleet, slot("heavy-waiter", ns, heavy, seconds=5))
     wait_pending(host, second)
-    race(host, winner=second, loser=first)
+    race(host, winner=second, loser=first, blocker=blocker)
 
 
 def test_closed_queue_admits_nothing(fleet: FleetHandle, host: Kube, running: ControllerProcess, ns: str,
