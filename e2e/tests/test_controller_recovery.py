@@ -72,3 +72,28 @@ def test_member_not_ready_job_recovers_on_the_other_member(fleet: FleetHandle, h
             os.kill(pid, signal.SIGCONT)
         until(f"Cluster {lost} Ready again", lambda: is_true(
             host.get(f"/apis/cluster.karmada.io/v1alpha1/clusters/{lost}"), "Ready"), 120)
+
+
+def test_job_failing_in_its_member_is_requeued_then_given_up(fleet: FleetHandle, host: Kube, ns: str,
+                                                             tmp_path: Path) -> None:
+    """activeDeadlineSeconds: 1 makes the member's Job controller fail the Job; Karmada aggregates Failed into
+    the template. Each failure -> requeue (spec.clusters withdrawn, a fresh Job on re-admission); after
+    maxAttempts the controller gives up with the reason on the binding."""
+    text = (REPO / "policies" / "default.yaml").read_text()
+    text = text.replace("initialDelay: 10s", "initialDelay: 2s").replace("maxAttempts: 5", "maxAttempts: 2")
+    assert "initialDelay: 2s" in text and "maxAttempts: 2" in text
+    with atoll(fleet.info, tmp_path, text) as (_, ctl, _cm):
+        j = job("doomed", ns, cpu="1", pods=1)
+        j["spec"]["activeDeadlineSeconds"] = 1
+        host.apply(j)
+        propagate(host, j, fleet.members)
+        wait_admitted(host, j)
+        until("Requeued after JobFailed", lambda: [e for e in events_for(host, ns, rb_name(j))
+                                                   if e["reason"] == "Requeued" and "JobFailed" in e["message"]], 90,
+              show=lambda: host.get(f"/apis/batch/v1/namespaces/{ns}/jobs/doomed").get("status"))
+        rb = until("given up", lambda: (b := binding(host, ns, rb_name(j))) and annotations(b).get(
+            "atoll.dev/pending-reason", "").startswith("gave up") and b, 120,
+            show=lambda: binding(host, ns, rb_name(j)))
+        assert rb["spec"]["suspension"]["scheduling"] is True and not rb["spec"].get("clusters")
+        assert [e for e in events_for(host, ns, rb_name(j)) if e["reason"] == "GaveUp"]
+        assert "JobFailed" in ctl.log.read_text()

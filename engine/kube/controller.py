@@ -19,7 +19,8 @@ from engine.errors import InputError
 from engine.kube import plan
 from engine.kube.plan import BindingRef, Event, Patch
 from engine.kube.translate import (DEFAULT_QUEUE, PriorityClasses, cluster_from_obj, describe, job_fingerprint,
-                                   job_from_template, meta, object_key, queue_from_obj, template_outcome,
+                                   job_from_template, member_failure, meta, object_key, queue_from_obj,
+                                   template_outcome,
                                    template_started)
 from engine.kube.webhook import PAUSED_ANNOTATION, ManagedSelector
 from engine.model import Failure, FailureKind, Job, JobState, Queue, Recovery
@@ -286,12 +287,14 @@ class Controller:
             self.engine.finished(key, True)
             out.append(Event(plan.binding_involved(ref), "Finished", "workload completed; its quota is released"))
             return
-        if outcome is False:
-            marker = _failure_marker(template)
+        in_member = member_failure(obj)
+        if outcome is False or in_member is not None:
+            marker = in_member[1] if in_member is not None else _failure_marker(template)
             if self.failure_seen.get(key) != marker:
                 self.failure_seen[key] = marker
                 clusters = plan.binding_clusters(obj)
-                self._fail(key, Failure(FailureKind.JOB_FAILED, clusters[0] if clusters else None,
+                where = in_member[0] if in_member is not None else (clusters[0] if clusters else None)
+                self._fail(key, Failure(FailureKind.JOB_FAILED, where or None,
                                         "the workload failed in its member cluster"), now, out)
             return
         if job.state is JobState.ADMITTED and template_started(template):

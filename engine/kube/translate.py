@@ -316,3 +316,20 @@ def template_started(obj: Obj) -> bool:
         keys = ("running", "pending", "succeeded", "failed")
     return any(isinstance(status.get(k), int) and status.get(k, 0) > 0 for k in keys)
 
+
+
+def member_failure(binding: Obj) -> Optional[tuple[str, str]]:
+    """(cluster, marker) of a member whose copy of the workload failed, from the binding's aggregatedStatus
+    (Karmada reflects each member's Job conditions there; ``FailureTarget`` counts: a Job past its deadline may
+    sit in it while its pods terminate). The marker identifies this failure so it is acted on once."""
+    status = binding.get("status")
+    items = status.get("aggregatedStatus") if isinstance(status, Mapping) else None
+    for item in items or ():
+        if not isinstance(item, Mapping) or not isinstance(item.get("status"), Mapping):
+            continue
+        for cond in item["status"].get("conditions") or ():
+            if isinstance(cond, Mapping) and cond.get("type") in ("Failed", "FailureTarget") \
+                    and cond.get("status") == "True":
+                cluster = str(item.get("clusterName", ""))
+                return cluster, f"{cluster}@{cond.get('lastTransitionTime', '')}"
+    return None

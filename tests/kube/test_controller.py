@@ -218,3 +218,21 @@ def test_an_unforeseen_error_on_one_binding_does_not_stop_the_others(monkeypatch
         original(key, now, out)
     monkeypatch.setattr(ctl, "_sync", flaky)
     assert [p.ref.name for p in patches(ctl.step(1.0), "admit")] == ["good-job"]
+
+
+def test_member_job_failure_from_aggregated_status_is_acted_on_once() -> None:
+    ctl = controller(Requeue({}, None))
+    j = o.batch_job("j", parallelism=1)
+    feed(ctl, o.cluster("m1"), o.cluster("m2"), j, o.binding(j))
+    ctl.step(10.0)
+    failed = o.binding(j, paused=False, clusters=["m1"], rv="12")
+    failed["status"]["aggregatedStatus"] = [{"clusterName": "m1", "applied": True, "status": {
+        "failed": 1, "conditions": [{"type": "FailureTarget", "status": "True", "reason": "DeadlineExceeded",
+                                     "lastTransitionTime": "2026-11-22T22:00:00Z"}]}}]
+    ctl.on_binding("MODIFIED", failed, ctl.bindings["team-a/j-job"])
+    items = ctl.step(11.0)
+    assert patches(items, "requeue") and "JobFailed" in events(items, "Requeued")[0].message
+    assert ctl.engine.state.jobs["team-a/j-job"].excluded_clusters == {"m1"}
+    again = dict(failed, metadata={**failed["metadata"], "resourceVersion": "13"})
+    ctl.on_binding("MODIFIED", again, failed)
+    assert patches(ctl.step(12.0), "requeue") == []      # the same failure is not acted on twice
