@@ -5,7 +5,8 @@
 * nothing is over-committed: on every cluster, reported usage plus Atoll's in-flight
   reservations never exceed allocatable, through admissions, starts, status reports,
   finishes, failures and requeues;
-* GPU jobs asking for a model run only on clusters of that model;
+* GPU jobs asking for a model run only on clusters of that model, within their queue's GPU quota;
+* cluster-filter (CEL) is respected;
 * the same stream gives the same decisions.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.cel import CelCompiler
 from engine.core.scheduler import Engine
 from engine.model import Cluster, Failure, FailureKind, Job, JobState, Queue, Task
 from engine.pipeline import Pipeline
@@ -23,6 +25,7 @@ from engine.plugin import Plugin
 from engine.resources import CPU, GPU, MEMORY, Resources, add_into
 from plugins._placeutil import is_gang, placed_counts
 from plugins.binpack import Binpack
+from plugins.cluster_cel import ClusterFilter, ClusterScore
 from plugins.gang import Gang
 from plugins.gpu_capacity import GpuCapacity
 from plugins.requeue_backoff import RequeueBackoff
@@ -32,12 +35,19 @@ GI = 2**30
 MODELS = ("a100", "h100")
 
 
+CEL = CelCompiler()
+FILTER = "!('zone' in job.labels) || cluster.labels['zone'] == job.labels['zone']"
+QUOTA = 4
+
+
 def pipeline(variant: str) -> Pipeline:
     stages: dict[str, list[Plugin]]
     recover: list[Plugin] = [RequeueBackoff({"initialDelay": 1, "maxAttempts": 3}, None)]
     if variant == "one-cluster":
-        g, gpu = Gang({}, None), GpuCapacity({}, None)
-        stages = {"admit": [gpu, g], "place": [gpu, Binpack({}, None), g], "recover": recover}
+        g, gpu = Gang({}, None), GpuCapacity({"queueQuotas": {"q1": QUOTA}}, None)
+        zone = ClusterFilter({"expression": FILTER}, CEL)
+        score = ClusterScore({"expression": "cluster.labels['zone'] == 'z0' ? 1 : 0", "weight": 50}, CEL)
+        stages = {"admit": [g, gpu], "place": [gpu, zone, score, Binpack({}, None), g], "recover": recover}
     elif variant == "split":
         g, gpu = Gang({"allowSplit": True}, None), GpuCapacity({"allowSplit": True}, None)
         stages = {"admit": [gpu, g], "place": [gpu, Spread({}, None), g], "recover": recover}
@@ -54,7 +64,8 @@ clusters_st = st.lists(
 task_st = st.tuples(st.integers(0, 6), st.integers(0, 6), st.integers(0, 16), st.integers(0, 16), st.integers(0, 2))
 
 jobs_st = st.lists(
-    st.tuples(st.lists(task_st, min_size=1, max_size=3), st.sampled_from(("", "a100", "h100")), st.integers(0, 2)),
+    st.tuples(st.lists(task_st, min_size=1, max_size=3), st.sampled_from(("", "a100", "h100")), st.integers(0, 2),
+              st.sampled_from(("", "z0", "z1"))),
     min_size=1, max_size=12)
 
 actions_st = st.lists(st.tuples(st.sampled_from(("cycle", "start", "report", "finish", "fail", "cycle")),
@@ -63,21 +74,23 @@ actions_st = st.lists(st.tuples(st.sampled_from(("cycle", "start", "report", "fi
 
 def build_jobs(spec: list[Any]) -> list[Job]:
     jobs = []
-    for i, (tasks, model, queue) in enumerate(spec):
+    for i, (tasks, model, queue, zone) in enumerate(spec):
         built = []
         for k, (replicas, min_available, cpu_halves, mem, gpu) in enumerate(tasks):
             resources = {CPU: cpu_halves * 500, MEMORY: mem * GI, GPU: gpu}
             built.append(Task(f"t{k}", replicas, min(min_available, replicas),
                               {n: v for n, v in resources.items() if v}))
-        jobs.append(Job(id=f"j{i}", name=f"j{i}", queue=f"q{queue}", tasks=built,
-                        labels={"atoll.dev/gpu-model": model} if model else {}))
+        labels = {"atoll.dev/gpu-model": model} if model else {}
+        if zone:
+            labels["zone"] = zone
+        jobs.append(Job(id=f"j{i}", name=f"j{i}", queue=f"q{queue}", tasks=built, labels=labels))
     return jobs
 
 
 def run(variant: str, cluster_spec: list[Any], job_spec: list[Any], actions: list[Any]) -> list[Any]:
     engine = Engine(pipeline(variant))
     for i, (cpu, mem, gpu, model) in enumerate(cluster_spec):
-        engine.upsert_cluster(Cluster(f"c{i}", labels={"gpu-model": model},
+        engine.upsert_cluster(Cluster(f"c{i}", labels={"gpu-model": model, "zone": f"z{i % 2}"},
                                       allocatable={k: v for k, v in {CPU: cpu * 1000, MEMORY: mem * GI, GPU: gpu}.items() if v}))
     for q in range(3):
         engine.upsert_queue(Queue(f"q{q}"))
@@ -147,6 +160,11 @@ def check(engine: Engine, variant: str) -> None:
         if model and job.demand.get(GPU):
             assert all(state.clusters[c].labels["gpu-model"] == model for c in placement)
         assert not (set(placement) & job.excluded_clusters)
+        if variant == "one-cluster" and "zone" in job.labels:
+            assert all(state.clusters[c].labels["zone"] == job.labels["zone"] for c in placement)
+    if variant == "one-cluster":
+        gpus = sum(j.demand.get(GPU, 0) for j in state.jobs.values() if j.queue == "q1" and j.state.holds_resources)
+        assert gpus <= QUOTA, f"queue q1 holds {gpus} GPUs, quota {QUOTA}"
 
 
 @settings(max_examples=150, deadline=None)
