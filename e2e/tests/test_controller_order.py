@@ -60,9 +60,9 @@ def make_queue(host: Kube, made: list[str], name: str, weight: int = 1, priority
     return name
 
 
-def submit(host: Kube, fleet: FleetHandle, obj: dict[str, Any]) -> dict[str, Any]:
+def submit(host: Kube, fleet: FleetHandle, obj: dict[str, Any], where: Optional[list[str]] = None) -> dict[str, Any]:
     host.apply(obj)
-    propagate(host, obj, fleet.members)
+    propagate(host, obj, where or fleet.members)
     return obj
 
 
@@ -88,9 +88,12 @@ def fill(host: Kube, fleet: FleetHandle, ns: str, queues_of_long: list[str]) -> 
     """Three blockers in the given queues plus one more (the test deletes it to free one slot): all 4 taken.
     Starts from an idle fleet, so capacity freed by earlier tests cannot open a fifth slot mid-race."""
     until("the fleet is idle (earlier tests cleaned up)", lambda: fleet_idle(host), 120)
-    for i, q in enumerate(queues_of_long):
-        wait_admitted(host, submit(host, fleet, slot(f"long{i}", ns, q)))
-    short = submit(host, fleet, slot("short", ns, ""))
+    m1, m2 = fleet.members[:2]
+    # pinned two per member: karmada-scheduler's ~10 s-stale estimate could otherwise stack three on one
+    # member (one pod Pending there) and leave a real fifth slot free on the other
+    for (i, q), where in zip(enumerate(queues_of_long), (m1, m1, m2)):
+        wait_admitted(host, submit(host, fleet, slot(f"long{i}", ns, q), [where]))
+    short = submit(host, fleet, slot("short", ns, ""), [m2])
     wait_admitted(host, short)
     return short
 
