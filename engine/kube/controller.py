@@ -17,7 +17,9 @@ from typing import Any, Callable, Mapping, Optional
 from engine.core.scheduler import Engine
 from engine.errors import InputError
 from engine.kube import plan
-from engine.kube.plan import BindingRef, Event, Patch
+from engine.kube.bindings import (binding_ref, failure_marker, is_paused, scheduled_condition,
+                                  template_key)
+from engine.kube.plan import Event, Patch
 from engine.kube.translate import (DEFAULT_QUEUE, PriorityClasses, cluster_from_obj, describe, job_fingerprint,
                                    job_from_template, member_failure, meta, object_key, queue_from_obj,
                                    template_outcome,
@@ -30,35 +32,6 @@ log = logging.getLogger("atoll.controller")
 
 Obj = dict[str, Any]
 UNSCHEDULED_GRACE = 30.0       # seconds a resumed binding may stay Scheduled=False before it counts as failed
-
-
-def binding_ref(obj: Mapping[str, Any]) -> BindingRef:
-    m = meta(obj)
-    return BindingRef(str(m.get("name", "")), str(m.get("namespace") or ""), str(m.get("uid") or ""))
-
-
-def is_paused(obj: Mapping[str, Any]) -> bool:
-    spec = obj.get("spec")
-    suspension = spec.get("suspension") if isinstance(spec, Mapping) else None
-    return isinstance(suspension, Mapping) and suspension.get("scheduling") is True
-
-
-def template_key(binding: Mapping[str, Any]) -> Optional[tuple[str, str]]:
-    """(apiVersion/Kind, namespace/name) of the template a binding points to."""
-    spec = binding.get("spec")
-    res = spec.get("resource") if isinstance(spec, Mapping) else None
-    if not isinstance(res, Mapping) or not res.get("name"):
-        return None
-    ns = res.get("namespace")
-    return f"{res.get('apiVersion', '')}/{res.get('kind', '')}", f"{ns}/{res['name']}" if ns else str(res["name"])
-
-
-def scheduled_condition(binding: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
-    status = binding.get("status")
-    for cond in (status.get("conditions") or ()) if isinstance(status, Mapping) else ():
-        if isinstance(cond, Mapping) and cond.get("type") == "Scheduled":
-            return cond
-    return None
 
 
 class Controller:
@@ -289,7 +262,7 @@ class Controller:
             return
         in_member = member_failure(obj)
         if outcome is False or in_member is not None:
-            marker = in_member[1] if in_member is not None else _failure_marker(template)
+            marker = in_member[1] if in_member is not None else failure_marker(template)
             if self.failure_seen.get(key) != marker:
                 self.failure_seen[key] = marker
                 clusters = plan.binding_clusters(obj)
@@ -399,14 +372,3 @@ class Controller:
         """An API write failed: carry it into the next step."""
         self.pending.append(item)
 
-
-def _failure_marker(template: Mapping[str, Any]) -> str:
-    """Identifies one failure of a workload, so a stale Failed status is not acted on twice."""
-    status = template.get("status") if isinstance(template.get("status"), Mapping) else {}
-    for cond in (status or {}).get("conditions") or ():
-        if isinstance(cond, Mapping) and cond.get("type") == "Failed":
-            return f"Failed@{cond.get('lastTransitionTime', '')}"
-    state = (status or {}).get("state")
-    if isinstance(state, Mapping):
-        return f"{state.get('phase', '')}@{state.get('lastTransitionTime', '')}"
-    return "failed"
