@@ -7,9 +7,9 @@ exactly what the expression can see:
   that differ only in fields it ignores share results: ``job.labels['tier']`` is
   evaluated once per distinct label set, not once per job). An expression that uses
   ``job`` other than as ``job.<field>`` is keyed on (job.id, job.generation, job.attempts).
-* the cluster part is (cluster.name, cluster.generation), plus the cluster's current
-  free capacity when the expression reads ``cluster.free`` (free capacity moves with
-  every admission without a new generation).
+* the cluster part is the cluster object and its generation (a cluster removed and added
+  again is a new object), plus the cluster's current free capacity when the expression
+  reads ``cluster.free`` (free capacity moves with every admission without a new generation).
 
 CEL activations are built lazily, once per job per call and once per cluster state.
 """

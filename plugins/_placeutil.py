@@ -165,6 +165,7 @@ def utilisation_scores(job: Job, clusters: Sequence[Any], free_of: Callable[[str
     whole job placed, or else with its gang minimum; None where not even that fits. The hot loop of
     binpack (higher = fuller) and spread (lower): one pass, no per-cluster allocations."""
     whole = [(n, w, job.demand[n]) for n, w in resource_weights(job.demand, weights).items()]
+    whole_weight = sum(w for _, w, _ in whole)
     minimum = job.min_demand
     least = None if minimum == job.demand else \
         [(n, w, minimum[n]) for n, w in resource_weights(minimum, weights).items()]
@@ -172,10 +173,17 @@ def utilisation_scores(job: Job, clusters: Sequence[Any], free_of: Callable[[str
     for cluster in clusters:
         free = free_of(cluster.name)
         allocatable = cluster.allocatable
-        result = _utilisation(whole, free, allocatable)
-        if result is None and least is not None:
-            result = _utilisation(least, free, allocatable)
-        out.append(result)
+        score = 0
+        for name, weight, want in whole:          # inlined _utilisation: this loop runs per (job, cluster)
+            have = free.get(name, 0)
+            cap = allocatable.get(name, 0)
+            if want > have or cap <= 0:
+                break
+            score += weight * ((cap - have + want) * 100 // cap)
+        else:
+            out.append(score // whole_weight if whole_weight else 0)
+            continue
+        out.append(None if least is None else _utilisation(least, free, allocatable))
     return out
 
 

@@ -270,6 +270,7 @@ class Engine:
 
     # -- pending index ----------------------------------------------------------------
     def _enqueue(self, job: Job) -> Optional[Refusal]:
+        job.demand, job.min_demand    # computed once on arrival (cached), not inside the next cycle
         refusal = self.pipeline.enqueue(job=job, state=self.state)
         if refusal is not None:
             job.state = JobState.REJECTED

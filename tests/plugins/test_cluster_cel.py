@@ -135,3 +135,29 @@ def test_a_cluster_removed_and_added_again_is_evaluated_again() -> None:
     s.remove_cluster("eu")
     s.upsert_cluster(cluster("eu", {"region": "moved"}, cpu="10"))       # generation 0 again, new object
     assert set(f.atoll_filter(j, [s.clusters["eu"]], s)) == {"eu"}
+
+
+def test_job_key_getters_cover_every_cel_job_field_with_the_same_values() -> None:
+    from engine.cel_vars import VARIABLES, job_vars
+    from plugins._celpair import _JOB_FIELDS
+
+    assert set(_JOB_FIELDS) == set(VARIABLES["job"])
+    j = job("j", task("a", 3, 2, cpu="1", nvidia_com_gpu="1"), task("b", 1, cpu="500m"),
+            labels={"tier": "prod"}, annotations={"x": "y"})
+    j.attempts, j.priority, j.submit_time = 2, 7, 3.5
+    plain = job_vars(j)
+
+    def freeze(value):  # type: ignore[no-untyped-def]
+        if isinstance(value, dict):
+            return frozenset((k, freeze(v)) for k, v in value.items())
+        if isinstance(value, list):
+            return tuple(freeze(v) for v in value)
+        return value
+
+    for name, getter in _JOB_FIELDS.items():
+        got = getter(j)
+        if name == "tasks":
+            assert got == tuple((t["name"], t["replicas"], t["minAvailable"], frozenset(t["resources"].items()))
+                                for t in plain["tasks"])
+        else:
+            assert got == freeze(plain[name]), name
