@@ -39,7 +39,9 @@ def job_binding(ns: str, job: dict[str, Any], cluster: str, paused: bool) -> dic
     name = job["metadata"]["name"]
     suspension: dict[str, Any] = {"scheduling": True, "dispatching": False} if paused else {}
     return {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
-            "metadata": {"name": f"{name}-job", "namespace": ns, "labels": {"binding.karmada.io/managed-by": "atoll-e2e"}},
+            "metadata": {"name": f"{name}-job", "namespace": ns, "labels": {"binding.karmada.io/managed-by": "atoll-e2e"},
+                         # as the detector sets it: the binding controller deletes the Works before the binding goes
+                         "finalizers": ["karmada.io/binding-controller"]},
             "spec": {"schedulerName": "default-scheduler", "resource": {"apiVersion": "batch/v1", "kind": "Job", "namespace": ns, "name": name,
                                   "uid": job["metadata"]["uid"]},
                      "replicas": job["spec"]["parallelism"],

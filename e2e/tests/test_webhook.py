@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
@@ -11,6 +12,7 @@ import pytest
 
 from e2e.conftest import FleetHandle as FleetInfo
 from e2e.harness.kube import Kube, wait_for
+from e2e.tests.support import works_for
 from e2e.tests.webhook_support import WebhookProcess, delete, registered, start_webhook
 from engine.kube.webhook import PAUSED_ANNOTATION
 
@@ -107,7 +109,8 @@ def test_system_namespace_never_paused(fleet: FleetInfo, webhook: WebhookProcess
     dep = kube.apply(deployment(name, ns))
     rb = {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
           "metadata": {"name": f"{name}-deployment", "namespace": ns,
-                       "labels": {"binding.karmada.io/managed-by": "atoll-e2e"}},
+                       "labels": {"binding.karmada.io/managed-by": "atoll-e2e"},
+                       "finalizers": ["karmada.io/binding-controller"]},  # Works go with the binding
           "spec": {"schedulerName": "default-scheduler", "replicas": 1,
                    "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": ns, "name": name,
                                 "uid": dep["metadata"]["uid"]},
@@ -123,6 +126,13 @@ def test_system_namespace_never_paused(fleet: FleetInfo, webhook: WebhookProcess
         finally:
             delete(kube, f"{rb_path}/{name}-deployment")
             delete(kube, f"/apis/apps/v1/namespaces/{ns}/deployments/{name}")
+    for cluster in fleet.members:  # the binding's finalizer made Karmada delete its Works first
+        wait_for(f"Works of {ns}/{name} removed from karmada-es-{cluster}",
+                 functools.partial(no_works, kube, cluster, ns, name), 60)
+
+
+def no_works(kube: Kube, cluster: str, ns: str, name: str) -> bool:
+    return not works_for(kube, cluster, "Deployment", ns, name)
 
 
 def test_webhook_down_with_ignore_never_blocks(fleet: FleetInfo, webhook: WebhookProcess, namespace: str) -> None:
