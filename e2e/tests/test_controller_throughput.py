@@ -102,7 +102,9 @@ def test_resume_rate_with_bindings_created_directly(fleet: FleetHandle, host: Ku
 
         def rb(name: str) -> dict[str, Any]:
             return {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
-                    "metadata": {"name": f"{name}-job", "namespace": ns},
+                    # the detector's finalizer, so the Works are withdrawn when the namespace goes
+                    "metadata": {"name": f"{name}-job", "namespace": ns,
+                                 "finalizers": ["karmada.io/binding-controller"]},
                     "spec": {"resource": {"apiVersion": "batch/v1", "kind": "Job", "name": name, "namespace": ns,
                                           "uid": uids[name]},
                              "replicas": 1, "placement": {"clusterAffinity": {"clusterNames": fleet.members}}}}
