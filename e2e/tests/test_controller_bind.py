@@ -1,0 +1,54 @@
+"""Bind mode on the real fleet: bindings addressed to schedulerName atoll get spec.clusters from the engine's
+placement (karmada-scheduler ignores them), a Scheduled condition, and Karmada dispatches the Work there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from e2e.conftest import FleetHandle
+from e2e.harness.kube import Kube
+from e2e.tests.controller_support import annotations, atoll, job, rb_name, wait_admitted
+from e2e.tests.support import binding, delete, is_true, namespace, propagation_policy, unique, until
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def ns(host: Kube) -> Iterator[str]:
+    name = unique("atoll-bind")
+    namespace(host, name)
+    yield name
+    delete(host, f"/api/v1/namespaces/{name}")
+
+
+def test_bind_mode_writes_clusters_and_karmada_dispatches(fleet: FleetHandle, host: Kube, ns: str,
+                                                          tmp_path: Path) -> None:
+    text = (REPO / "policies" / "default.yaml").read_text().replace("placementMode: gate", "placementMode: bind")
+    assert "placementMode: bind" in text
+    with atoll(fleet.info, tmp_path, text) as (_, ctl, _cm):
+        j = job("bound", ns, cpu="2", pods=3, run_seconds=5)
+        host.apply(j)
+        pp = propagation_policy("bound", ns, [{"apiVersion": "batch/v1", "kind": "Job", "name": "bound"}], {
+            "clusterAffinity": {"clusterNames": fleet.members},
+            "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"}})
+        pp["spec"]["schedulerName"] = "atoll"
+        host.apply(pp)
+        rb = wait_admitted(host, j)
+        assert rb["spec"]["schedulerName"] == "atoll"
+        clusters = rb["spec"]["clusters"]
+        assert sum(c["replicas"] for c in clusters) == 3, clusters
+        assert annotations(rb)["atoll.dev/clusters"] == ",".join(sorted(c["name"] for c in clusters))
+        rb = until("Scheduled=True written by atoll", lambda: (b := binding(host, ns, rb_name(j))) and is_true(
+            b, "Scheduled") and b, 30, show=lambda: binding(host, ns, rb_name(j)))
+        assert rb["status"]["schedulerObservedGeneration"] >= 1
+        target = clusters[0]["name"]
+        member = fleet.member(target)
+        mjob = until(f"Job {ns}/bound dispatched to {target}",
+                     lambda: member.get_or_none(f"/apis/batch/v1/namespaces/{ns}/jobs/bound"), 60)
+        assert mjob["spec"]["parallelism"] == clusters[0]["replicas"]
+        assert ctl.alive()

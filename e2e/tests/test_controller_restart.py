@@ -1,0 +1,79 @@
+"""Killing the leading controller mid-stream loses no job and admits none twice; a standby takes over the Lease."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import urllib.error
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from e2e.conftest import FleetHandle
+from e2e.harness.kube import Kube
+from e2e.tests.controller_support import (POLICY_NS, admitted, annotations, events_for, job, policy_configmap, propagate,
+                                          rb_name, start_controller)
+from e2e.tests.support import delete, namespace, unique, until
+from e2e.tests.webhook_support import registered, start_webhook
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+JOBS = 12          # 1 pod x 30 cpu each; the fleet has 4 such slots, so they go in ~3 waves
+
+
+@pytest.fixture
+def ns(host: Kube) -> Iterator[str]:
+    name = unique("atoll-restart")
+    namespace(host, name)
+    yield name
+    delete(host, f"/api/v1/namespaces/{name}")
+
+
+def test_kill_leader_mid_stream_standby_takes_over_nothing_lost_nothing_twice(
+        fleet: FleetHandle, host: Kube, ns: str, tmp_path: Path) -> None:
+    host.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": POLICY_NS}})
+    cm, lease = unique("policy"), unique("lease")
+    host.apply(policy_configmap(cm, (REPO / "policies" / "default.yaml").read_text()))
+    elect = ["--leader-elect", "--lease-name", lease, "--lease-namespace", POLICY_NS]
+    wh = start_webhook(tmp_path)
+    ctl_a = ctl_b = None
+    try:
+        with contextlib.contextmanager(registered)(host, wh):
+            ctl_a = start_controller(fleet.info, tmp_path, f"{POLICY_NS}/{cm}", elect + ["--identity", "a"], "a")
+            until("controller a holds the Lease", lambda: (host.get_or_none(
+                f"/apis/coordination.k8s.io/v1/namespaces/{POLICY_NS}/leases/{lease}") or {}).get("spec", {}).get(
+                "holderIdentity") == "a", 30)
+            ctl_b = start_controller(fleet.info, tmp_path, f"{POLICY_NS}/{cm}", elect + ["--identity", "b"], "b")
+            with pytest.raises(urllib.error.HTTPError):       # the standby has no live engine
+                ctl_b.explain(f"{ns}/x")
+            jobs = [job(f"j{i:02d}", ns, cpu="30", pods=1, run_seconds=15) for i in range(JOBS)]
+            for j in jobs:
+                host.apply(j)
+                propagate(host, j, fleet.members)
+            until("the first wave admitted", lambda: sum(admitted(host, j) is not None for j in jobs) >= 2, 60)
+            ctl_a.kill()                                        # SIGKILL mid-stream
+            before = {rb_name(j): annotations(rb)["atoll.dev/admitted-at"]
+                      for j in jobs if (rb := admitted(host, j)) is not None}
+            assert 2 <= len(before) < JOBS, before
+            until("controller b takes the Lease", lambda: (host.get_or_none(
+                f"/apis/coordination.k8s.io/v1/namespaces/{POLICY_NS}/leases/{lease}") or {}).get("spec", {}).get(
+                "holderIdentity") == "b", 60)
+            until(f"all {JOBS} jobs admitted", lambda: all(admitted(host, j) is not None for j in jobs), 240,
+                  show=lambda: [(rb_name(j), admitted(host, j) is not None) for j in jobs])
+            for name, stamp in before.items():               # adopted by b, not admitted again
+                rb = host.get(f"/apis/work.karmada.io/v1alpha2/namespaces/{ns}/resourcebindings/{name}")
+                assert annotations(rb)["atoll.dev/admitted-at"] == stamp, name
+            time.sleep(2)
+            for j in jobs:
+                admits = [e for e in events_for(host, ns, rb_name(j)) if e["reason"] == "Admitted"]
+                assert len(admits) == 1, f"{rb_name(j)} admitted {len(admits)} times"
+            assert "adopted" in ctl_b.log.read_text()
+    finally:
+        for c in (ctl_a, ctl_b):
+            if c is not None:
+                c.stop()
+        wh.stop()
+        delete(host, f"/api/v1/namespaces/{POLICY_NS}/configmaps/{cm}")
+        delete(host, f"/apis/coordination.k8s.io/v1/namespaces/{POLICY_NS}/leases/{lease}")

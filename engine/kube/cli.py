@@ -1,0 +1,119 @@
+"""``atoll run`` (the controller) and ``atoll explain NAMESPACE/NAME`` (why a job waits)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import urllib.parse
+import urllib.request
+from typing import Any, Optional
+
+from engine.errors import InputError
+from engine.kube import plan
+from engine.kube.runner import Options, Runner
+
+
+def _install_uvloop() -> None:
+    try:
+        import uvloop
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    except ImportError:
+        pass
+
+
+def _run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    opts = Options(policy_configmap=args.policy_configmap, policy_file=args.policy, kubeconfig=args.kubeconfig,
+                   metrics_host=args.metrics_host, metrics_port=args.metrics_port, leader_elect=args.leader_elect,
+                   lease_name=args.lease_name, lease_namespace=args.lease_namespace,
+                   concurrency=args.concurrency, identity=args.identity or "")
+    _install_uvloop()
+    return asyncio.run(Runner(opts).main())
+
+
+async def _binding(ref: str, kubeconfig: Optional[str]) -> dict[str, Any]:
+    """The ResourceBinding named NAME, or the one whose template is named NAME, in NAMESPACE."""
+    from kubernetes_asyncio import client, config
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    ns, _, name = ref.partition("/")
+    if not ns or not name:
+        raise InputError("expected NAMESPACE/NAME (a ResourceBinding or its workload)", ref)
+    if kubeconfig:
+        await config.load_kube_config(config_file=kubeconfig)
+    else:
+        await config.load_config()
+    async with client.ApiClient() as api:
+        custom = client.CustomObjectsApi(api)
+        try:
+            found: dict[str, Any] = await custom.get_namespaced_custom_object(
+                "work.karmada.io", "v1alpha2", ns, "resourcebindings", name)
+            return found
+        except ApiException as exc:
+            if exc.status != 404:
+                raise InputError(f"cannot read ResourceBinding: {exc.status} {exc.reason}", ref) from None
+        listed = await custom.list_namespaced_custom_object("work.karmada.io", "v1alpha2", ns, "resourcebindings")
+    matches = [b for b in listed.get("items", []) if (b.get("spec", {}).get("resource") or {}).get("name") == name]
+    if not matches:
+        raise InputError("no ResourceBinding with that name, nor one for a workload of that name", ref)
+    return dict(matches[0])
+
+
+def describe_binding(binding: dict[str, Any]) -> str:
+    """Human lines from the annotations the controller writes and the binding's own state."""
+    m = binding.get("metadata", {})
+    annotations = m.get("annotations") or {}
+    spec = binding.get("spec", {})
+    res = spec.get("resource") or {}
+    paused = (spec.get("suspension") or {}).get("scheduling") is True
+    lines = [f"binding {m.get('namespace')}/{m.get('name')} for {res.get('kind')} {res.get('name')}",
+             f"queue: {annotations.get(plan.QUEUE_ANNOTATION, '(not yet seen by the controller)')}"]
+    if annotations.get(plan.ADMITTED_ANNOTATION) and not paused:
+        lines.append(f"admitted at {annotations[plan.ADMITTED_ANNOTATION]}")
+        clusters = [c.get("name") for c in spec.get("clusters") or ()]
+        lines.append(f"placed on: {', '.join(clusters) if clusters else '(karmada-scheduler has not placed it yet)'}")
+    elif paused:
+        lines.append("state: waiting (spec.suspension.scheduling is true)")
+        lines.append(f"why: {annotations.get(plan.PENDING_ANNOTATION, '(no reason recorded yet)')}")
+    else:
+        lines.append("state: not paused and not admitted by Atoll (unmanaged, or created while the webhook was off)")
+    return "\n".join(lines)
+
+
+def _explain(args: argparse.Namespace) -> int:
+    binding = asyncio.run(_binding(args.ref, args.kubeconfig))
+    print(describe_binding(binding))
+    if args.controller:
+        m = binding.get("metadata", {})
+        key = urllib.parse.quote(f"{m.get('namespace')}/{m.get('name')}")
+        try:
+            with urllib.request.urlopen(f"{args.controller.rstrip('/')}/explain?job={key}", timeout=5) as resp:
+                print("live engine:\n  " + resp.read().decode().strip().replace("\n", "\n  "))
+        except OSError as exc:
+            print(f"live engine: unreachable at {args.controller} ({exc})")
+    return 0
+
+
+def register(subparsers: Any, _: Optional[Any] = None) -> None:
+    p = subparsers.add_parser("run", help="run the controller against a Karmada API (gate or bind mode)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--policy-configmap", metavar="NS/NAME", help="policy ConfigMap (key policy.yaml); hot-reloaded")
+    src.add_argument("--policy", metavar="FILE", help="policy file (no reload)")
+    p.add_argument("--kubeconfig", help="kubeconfig of the Karmada API (default: in-cluster, then ~/.kube/config)")
+    p.add_argument("--metrics-port", type=int, default=8080, help="serves /metrics, /healthz, /explain?job=NS/NAME")
+    p.add_argument("--metrics-host", default="0.0.0.0")
+    p.add_argument("--leader-elect", action="store_true", help="lead through a coordination.k8s.io Lease")
+    p.add_argument("--lease-name", default="atoll-controller")
+    p.add_argument("--lease-namespace", default="atoll-system")
+    p.add_argument("--identity", help="leader-election identity (default: hostname-pid)")
+    p.add_argument("--concurrency", type=int, default=32, help="binding patches in flight at most")
+    p.add_argument("--log-level", default="info")
+    p.set_defaults(func=_run)
+
+    e = subparsers.add_parser("explain", help="why a job waits: NAMESPACE/NAME of a binding or its workload")
+    e.add_argument("ref", metavar="NAMESPACE/NAME")
+    e.add_argument("--kubeconfig")
+    e.add_argument("--controller", metavar="URL", help="also ask the live engine, e.g. http://127.0.0.1:8080")
+    e.set_defaults(func=_explain)

@@ -1,0 +1,374 @@
+"""The controller's brain: cached API objects in, engine calls and planned API writes out. Synchronous.
+
+Watch caches call the ``on_*`` handlers; ``step(now)`` turns what changed since the last step into engine
+calls (submit / adopt / update_job / finished / fail), runs one engine cycle and returns the writes to make
+(``plan.Patch`` / ``plan.Event``). The async runner executes them. Keeping I/O out of here makes every
+decision unit-testable with plain dicts, and the engine core stays pure.
+
+Invariants: a binding still paused is PENDING in the engine; a resumed one holds resources (adopted after a
+restart); a binding that cannot be understood is kept aside with a visible reason, never dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Mapping, Optional
+
+from engine.core.scheduler import Engine
+from engine.errors import InputError
+from engine.kube import plan
+from engine.kube.bindings import (binding_ref, failure_marker, is_paused, scheduled_condition,
+                                  template_key)
+from engine.kube.plan import Event, Patch
+from engine.kube.translate import (DEFAULT_QUEUE, PriorityClasses, cluster_from_obj, describe, job_fingerprint,
+                                   job_from_template, member_failure, meta, object_key, queue_from_obj,
+                                   template_outcome,
+                                   template_started)
+from engine.kube.webhook import PAUSED_ANNOTATION, ManagedSelector
+from engine.model import Failure, FailureKind, Job, JobState, Queue, Recovery
+from engine.pipeline import Pipeline
+
+log = logging.getLogger("atoll.controller")
+
+Obj = dict[str, Any]
+UNSCHEDULED_GRACE = 30.0       # seconds a resumed binding may stay Scheduled=False before it counts as failed
+
+
+class Controller:
+    def __init__(self, pipeline: Pipeline, selector: ManagedSelector = ManagedSelector(), mode: str = "gate",
+                 on_admit: Optional[Callable[[str, str, float], None]] = None) -> None:
+        self.engine = Engine(pipeline)
+        self.selector = selector
+        self.mode = mode
+        self.bindings: dict[str, Obj] = {}
+        self.templates: dict[tuple[str, str], Obj] = {}
+        self.by_template: dict[tuple[str, str], set[str]] = {}
+        self.classes = PriorityClasses()
+        self.priority_objects: dict[str, Obj] = {}
+        self.real_queues: set[str] = set()
+        self.dirty: set[str] = set()
+        self.lost_clusters: set[str] = set()
+        self.fingerprints: dict[str, tuple[Any, ...]] = {}
+        self.invalid: dict[str, str] = {}            # job id -> why its template cannot be scheduled
+        self.resumed_at: dict[str, float] = {}       # job id -> when we resumed it (gate mode)
+        self.failure_seen: dict[str, str] = {}       # job id -> failure marker already acted on
+        self.requeued: set[str] = set()              # jobs paused again after a failure: resume reschedules
+        self.on_admit = on_admit
+        self.pending: list[Patch | Event] = []
+        self.engine.upsert_queue(Queue(DEFAULT_QUEUE))  # Volcano always has one; replaced by a real one
+
+    # -- handlers (called by the watch caches) --------------------------------------------------------
+    def on_binding(self, event: str, new: Optional[Obj], old: Optional[Obj]) -> None:
+        obj = new or old
+        if obj is None:
+            return
+        key = object_key(obj)
+        prev_tkey = template_key(old) if old else None
+        if new is None:
+            self.bindings.pop(key, None)
+        else:
+            self.bindings[key] = new
+        tkey = template_key(obj)
+        if prev_tkey and prev_tkey != tkey:
+            self.by_template.get(prev_tkey, set()).discard(key)
+        if tkey:
+            self.by_template.setdefault(tkey, set()).add(key)
+        self.dirty.add(key)
+
+    def on_template(self, event: str, new: Optional[Obj], old: Optional[Obj]) -> None:
+        obj = new or old
+        if obj is None:
+            return
+        tkey = (f"{obj.get('apiVersion', '')}/{obj.get('kind', '')}", object_key(obj))
+        if new is None:
+            self.templates.pop(tkey, None)
+        else:
+            self.templates[tkey] = new
+        self.dirty |= self.by_template.get(tkey, set())
+
+    def on_cluster(self, event: str, new: Optional[Obj], old: Optional[Obj], now: float = 0.0) -> None:
+        if new is None:
+            name = str(meta(old or {}).get("name", ""))
+            self.engine.remove_cluster(name)
+            self.lost_clusters.add(name)
+            return
+        try:
+            cluster = cluster_from_obj(new, now)
+        except InputError as exc:
+            log.warning("ignoring a bad Cluster update (keeping the previous one): %s", exc)
+            return
+        before = self.engine.state.clusters.get(cluster.name)
+        self.engine.upsert_cluster(cluster)
+        if before is not None and before.ready and not cluster.ready:
+            self.lost_clusters.add(cluster.name)
+
+    def on_queue(self, event: str, new: Optional[Obj], old: Optional[Obj]) -> None:
+        if new is None:
+            name = str(meta(old or {}).get("name", ""))
+            self.real_queues.discard(name)
+            if name == DEFAULT_QUEUE:
+                self.engine.upsert_queue(Queue(DEFAULT_QUEUE))
+            else:
+                self.engine.remove_queue(name)
+            return
+        try:
+            queue = queue_from_obj(new)
+        except InputError as exc:
+            log.warning("ignoring a bad Queue (keeping the previous version): %s", exc)
+            return
+        self.real_queues.add(queue.name)
+        self.engine.upsert_queue(queue)
+
+    def on_priority_class(self, event: str, new: Optional[Obj], old: Optional[Obj]) -> None:
+        obj = new or old
+        if obj is None:
+            return
+        if new is None:
+            self.priority_objects.pop(object_key(obj), None)
+        else:
+            self.priority_objects[object_key(obj)] = new
+        self.classes.rebuild(self.priority_objects)
+        self.dirty |= set(self.bindings)
+
+    def set_pipeline(self, pipeline: Pipeline, selector: ManagedSelector, mode: str) -> None:
+        self.engine.set_pipeline(pipeline)
+        self.selector = selector
+        self.mode = mode
+        self.dirty |= set(self.bindings)
+
+    # -- one step ---------------------------------------------------------------------------------------
+    def step(self, now: float) -> list[Patch | Event]:
+        """Apply what changed, run one engine cycle, return the API writes that carry out its decisions."""
+        out, self.pending = self.pending, []
+        order = sorted(self.dirty, key=lambda k: self._arrival(k))
+        self.dirty.clear()
+        for key in order:
+            try:
+                self._sync(key, now, out)
+            except Exception:      # a bug or an object shape we did not foresee: never stop the others
+                log.exception("binding %s could not be synced; it stays as it was and is retried on its next "
+                              "change", key)
+        if self.lost_clusters:
+            lost, self.lost_clusters = self.lost_clusters, set()
+            self._clusters_lost(lost, now, out)
+        self._check_unscheduled(now, out)
+        result = self.engine.cycle(now)
+        for adm in result.admitted:
+            self._admitted(adm.job_id, adm.queue, adm.placement, now, out)
+        for job_id, reason in result.reasons.items():
+            obj = self.bindings.get(job_id)
+            job = self.engine.state.jobs.get(job_id)
+            if obj is not None and job is not None and job.state is JobState.PENDING:
+                ref = binding_ref(obj)
+                out.append(Patch(ref, plan.pending_patch(job.queue, reason), "pending"))
+                out.append(Event(plan.binding_involved(ref), "Pending", reason))
+        return out
+
+    def _arrival(self, key: str) -> tuple[float, str]:
+        obj = self.bindings.get(key)
+        return (self._submit_time(obj) if obj else 0.0), key
+
+    @staticmethod
+    def _submit_time(obj: Mapping[str, Any]) -> float:
+        """The webhook's microsecond pause stamp, else creationTimestamp: FIFO survives restarts."""
+        m = meta(obj)
+        annotations = m.get("annotations") if isinstance(m.get("annotations"), Mapping) else {}
+        for value in ((annotations or {}).get(PAUSED_ANNOTATION), m.get("creationTimestamp")):
+            ts = plan.parse_stamp(value)
+            if ts is not None:
+                return ts
+        return 0.0
+
+    def _sync(self, key: str, now: float, out: list[Patch | Event]) -> None:
+        obj = self.bindings.get(key)
+        known = self.engine.state.jobs.get(key)
+        if obj is None:
+            if known is not None:
+                self.engine.remove_job(key)
+            for table in (self.fingerprints, self.invalid, self.resumed_at, self.failure_seen):
+                table.pop(key, None)
+            self.requeued.discard(key)
+            return
+        tkey = template_key(obj)
+        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+        res = (spec or {}).get("resource") or {}
+        managed = tkey is not None and self.selector.manages(
+            str(res.get("apiVersion", "")), str(res.get("kind", "")), str(res.get("namespace") or ""),
+            str(meta(obj).get("namespace") or ""))
+        if self.mode == "bind" and (spec or {}).get("schedulerName") != plan.SCHEDULER_NAME:
+            managed = managed and is_paused(obj)
+        if not managed or tkey is None:
+            if known is not None and not known.state.holds_resources:
+                self.engine.remove_job(key)
+            return
+        template = self.templates.get(tkey)
+        if template is None:
+            self._invalid(key, obj, f"resource template {tkey[0]} {tkey[1]} not found (yet)", out, warn=False)
+            return
+        try:
+            job = job_from_template(key, template, self.classes, self._submit_time(obj))
+        except InputError as exc:
+            self._invalid(key, obj, f"cannot schedule {describe(template)}: {exc}", out, warn=True)
+            return
+        if key in self.invalid:
+            del self.invalid[key]
+        fingerprint = job_fingerprint(job)
+        if known is None:
+            self.fingerprints[key] = fingerprint
+            if self._waiting(obj):
+                refusal = self.engine.submit(job)
+                if refusal is not None:
+                    ref = binding_ref(obj)
+                    out.append(Patch(ref, plan.pending_patch(job.queue, f"rejected: {refusal.reason}"), "pending"))
+                    out.append(Event(plan.binding_involved(ref), "Rejected", refusal.reason, "Warning"))
+            else:
+                self._adopt(key, obj, job, template, now)
+            return
+        if self.fingerprints.get(key) != fingerprint:
+            self.fingerprints[key] = fingerprint
+            self.engine.update_job(job)
+            known = self.engine.state.jobs[key]
+        self._lifecycle(key, obj, known, template, now, out)
+
+    def _waiting(self, obj: Mapping[str, Any]) -> bool:
+        """Paused by the webhook, or (bind mode) addressed to us and not placed yet."""
+        if is_paused(obj):
+            return True
+        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+        return (self.mode == "bind" and (spec or {}).get("schedulerName") == plan.SCHEDULER_NAME
+                and not plan.binding_clusters(obj))
+
+    def _adopt(self, key: str, obj: Obj, job: Job, template: Obj, now: float) -> None:
+        """A resumed binding we have no record of: admitted before a restart (or never paused). It holds
+        its capacity again, without a second admission."""
+        annotations = meta(obj).get("annotations") or {}
+        admitted = plan.parse_stamp(annotations.get(plan.ADMITTED_ANNOTATION)) or now
+        clusters = plan.binding_clusters(obj)
+        self.engine.adopt(job, plan.placement_on(clusters, job), admitted, running=template_started(template))
+        outcome = template_outcome(template)
+        if outcome is not None:
+            self.engine.finished(key, outcome)
+        log.info("adopted %s (resumed before this controller started; clusters %s)", key, clusters or "none yet")
+
+    def _lifecycle(self, key: str, obj: Obj, job: Job, template: Obj, now: float, out: list[Patch | Event]) -> None:
+        """Finished, failed, started: from the template's status (Karmada aggregates members into it)."""
+        if not job.state.holds_resources:
+            return
+        outcome = template_outcome(template)
+        ref = binding_ref(obj)
+        if outcome is True:
+            self.engine.finished(key, True)
+            out.append(Event(plan.binding_involved(ref), "Finished", "workload completed; its quota is released"))
+            return
+        in_member = member_failure(obj)
+        if outcome is False or in_member is not None:
+            marker = in_member[1] if in_member is not None else failure_marker(template)
+            if self.failure_seen.get(key) != marker:
+                self.failure_seen[key] = marker
+                clusters = plan.binding_clusters(obj)
+                where = in_member[0] if in_member is not None else (clusters[0] if clusters else None)
+                self._fail(key, Failure(FailureKind.JOB_FAILED, where or None,
+                                        "the workload failed in its member cluster"), now, out)
+            return
+        if job.state is JobState.ADMITTED and template_started(template):
+            self.engine.started(key, now)
+        cond = scheduled_condition(obj)
+        if cond is not None and cond.get("status") == "True":
+            self.resumed_at.pop(key, None)
+
+    def _check_unscheduled(self, now: float, out: list[Patch | Event]) -> None:
+        """Resumed, but karmada-scheduler says Scheduled=False for longer than the grace period."""
+        for key, resumed in list(self.resumed_at.items()):
+            obj = self.bindings.get(key)
+            job = self.engine.state.jobs.get(key)
+            if obj is None or job is None or not job.state.holds_resources:
+                self.resumed_at.pop(key, None)
+                continue
+            cond = scheduled_condition(obj)
+            if cond is None or cond.get("status") != "False":
+                continue
+            changed_after = (plan.parse_stamp(cond.get("lastTransitionTime")) or 0.0) >= int(resumed)
+            if changed_after or now - resumed > UNSCHEDULED_GRACE:
+                self.resumed_at.pop(key, None)
+                self._fail(key, Failure(FailureKind.UNSCHEDULABLE, None,
+                                        f"karmada-scheduler: {cond.get('reason', '')}: {cond.get('message', '')}"),
+                           now, out)
+
+    def _clusters_lost(self, lost: set[str], now: float, out: list[Patch | Event]) -> None:
+        for key, job in list(self.engine.state.jobs.items()):
+            if not job.state.holds_resources:
+                continue
+            obj = self.bindings.get(key)
+            where = set(job.placement or {}) | set(plan.binding_clusters(obj) if obj else ())
+            hit = sorted(where & lost)
+            if hit:
+                self._fail(key, Failure(FailureKind.CLUSTER_LOST, hit[0], f"cluster {hit[0]} is NotReady or gone"),
+                           now, out)
+
+    def _fail(self, key: str, failure: Failure, now: float, out: list[Patch | Event]) -> None:
+        recovery: Recovery = self.engine.fail(key, failure, now)
+        obj = self.bindings.get(key)
+        job = self.engine.state.jobs.get(key)
+        log.warning("%s failed (%s%s): %s", key, failure.kind.value,
+                    f" in {failure.cluster}" if failure.cluster else "", recovery.reason or failure.message)
+        if obj is None or job is None:
+            return
+        ref = binding_ref(obj)
+        self.resumed_at.pop(key, None)
+        if recovery.requeue:
+            self.requeued.add(key)
+            why = recovery.reason or f"requeued after {failure.kind.value}"
+            out.append(Patch(ref, plan.requeue_patch(job.queue, why), "requeue"))
+            out.append(Event(plan.binding_involved(ref), "Requeued",
+                             f"{failure.kind.value}: {failure.message}; {why}", "Warning"))
+        else:
+            why = recovery.reason or f"gave up after {failure.kind.value}"
+            out.append(Patch(ref, plan.requeue_patch(job.queue, f"gave up: {why}"), "giveup"))
+            out.append(Event(plan.binding_involved(ref), "GaveUp", why, "Warning"))
+
+    def _admitted(self, key: str, queue: str, placement: dict[str, dict[str, int]], now: float,
+                  out: list[Patch | Event]) -> None:
+        obj = self.bindings.get(key)
+        if obj is None:
+            return
+        ref = binding_ref(obj)
+        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+        if self.mode == "bind" and (spec or {}).get("schedulerName") == plan.SCHEDULER_NAME:
+            out.append(Patch(ref, plan.bind_patch(queue, now, placement), "bind"))
+            where = ", ".join(f"{c} ({sum(p.values())} pods)" for c, p in sorted(placement.items()))
+        else:
+            out.append(Patch(ref, plan.resume_patch(queue, now, reschedule=key in self.requeued), "admit"))
+            self.resumed_at[key] = now
+            where = "placement left to karmada-scheduler (gate mode)"
+        self.requeued.discard(key)
+        out.append(Event(plan.binding_involved(ref), "Admitted", f"admitted from queue {queue}; {where}"))
+        if self.on_admit is not None:
+            self.on_admit(key, queue, now)
+
+    def _invalid(self, key: str, obj: Obj, why: str, out: list[Patch | Event], warn: bool) -> None:
+        """Keep a job we cannot schedule visible (annotation + Event) instead of dropping it."""
+        if self.invalid.get(key) == why:
+            return
+        self.invalid[key] = why
+        if warn:
+            log.warning("%s: %s", key, why)
+        if is_paused(obj):
+            ref = binding_ref(obj)
+            out.append(Patch(ref, plan.pending_patch(self._queue_hint(obj), why), "pending"))
+            if warn:
+                out.append(Event(plan.binding_involved(ref), "InvalidWorkload", why, "Warning"))
+
+    def _queue_hint(self, obj: Obj) -> str:
+        annotations = meta(obj).get("annotations") or {}
+        return str(annotations.get(plan.QUEUE_ANNOTATION) or DEFAULT_QUEUE)
+
+    # -- visibility ---------------------------------------------------------------------------------------
+    def explain(self, key: str) -> str:
+        if key in self.invalid:
+            return f"job {key}: not schedulable: {self.invalid[key]}"
+        return self.engine.explain(key)
+
+    def retry_later(self, item: Patch | Event) -> None:
+        """An API write failed: carry it into the next step."""
+        self.pending.append(item)
+

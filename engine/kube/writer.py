@@ -1,0 +1,150 @@
+"""Carry out planned writes on the Karmada API with bounded concurrency.
+
+Writes for one binding run in order; different bindings run in parallel up to ``concurrency`` (an unbounded
+burst would only queue in the apiserver and starve the watches). A 404 means the binding is gone (its job is
+dropped by the next watch event); 409 or any transient error hands the write back to the controller, which
+re-issues it next step with the freshest cache state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable, Optional, Protocol
+
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from engine.kube import metrics
+from engine.kube.plan import MERGE_PATCH, BindingRef, Event, Patch, bind_status_patch, event_body
+
+log = logging.getLogger("atoll.writer")
+
+GROUP, VERSION = "work.karmada.io", "v1alpha2"
+
+
+class Api(Protocol):
+    async def patch_binding(self, ref: BindingRef, body: dict[str, Any], content_type: str,
+                            subresource: str = "") -> Any: ...
+
+    async def create_event(self, namespace: str, body: dict[str, Any]) -> Any: ...
+
+
+class KubeApi:
+    """``Api`` on kubernetes-asyncio: CustomObjectsApi merge patches (content type forced: its default for
+    a dict body is JSON patch, which the apiserver rejects), CoreV1Api events."""
+
+    def __init__(self, api_client: Any) -> None:
+        from kubernetes_asyncio import client
+
+        # Any: the bundled stubs omit ``_content_type``, which the generated methods accept and honour.
+        self.custom: Any = client.CustomObjectsApi(api_client)
+        self.core: Any = client.CoreV1Api(api_client)
+
+    async def patch_binding(self, ref: BindingRef, body: dict[str, Any], content_type: str = MERGE_PATCH,
+                            subresource: str = "") -> Any:
+        if ref.namespace:
+            if subresource == "status":
+                return await self.custom.patch_namespaced_custom_object_status(
+                    GROUP, VERSION, ref.namespace, "resourcebindings", ref.name, body, _content_type=content_type)
+            return await self.custom.patch_namespaced_custom_object(
+                GROUP, VERSION, ref.namespace, "resourcebindings", ref.name, body, _content_type=content_type)
+        if subresource == "status":
+            return await self.custom.patch_cluster_custom_object_status(
+                GROUP, VERSION, "clusterresourcebindings", ref.name, body, _content_type=content_type)
+        return await self.custom.patch_cluster_custom_object(
+            GROUP, VERSION, "clusterresourcebindings", ref.name, body, _content_type=content_type)
+
+    async def create_event(self, namespace: str, body: dict[str, Any]) -> Any:
+        resp = await self.core.create_namespaced_event(namespace, body, _preload_content=False)
+        resp.release()          # nothing to read back: skip deserialising the created Event
+
+
+class Writer:
+    def __init__(self, api: Api, retry: Callable[[Patch | Event], None], concurrency: int = 32,
+                 component: str = "atoll", clock: Callable[[], float] = time.time,
+                 on_patched: Optional[Callable[[Patch, Any], None]] = None) -> None:
+        self.api = api
+        self.retry = retry
+        self.sem = asyncio.Semaphore(concurrency)
+        self.event_sem = asyncio.Semaphore(max(1, concurrency // 4))
+        self._background: set[asyncio.Task[None]] = set()
+        self.component = component
+        self.clock = clock
+        self.on_patched = on_patched
+
+    async def run(self, items: list[Patch | Event]) -> None:
+        by_binding: dict[str, list[Patch]] = {}
+        events: list[Event] = []
+        for item in items:
+            if isinstance(item, Patch):
+                by_binding.setdefault(item.ref.key, []).append(item)
+            else:
+                events.append(item)
+        for ev in events:            # off the critical path: the next step need not wait for Events
+            task = asyncio.create_task(self._event(ev))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        jobs = [self._patches(p) for p in by_binding.values()]
+        if jobs:
+            await asyncio.gather(*jobs)
+
+    async def drain(self) -> None:
+        """Wait for Events still being recorded (tests, shutdown)."""
+        while self._background:
+            await asyncio.gather(*list(self._background))
+
+    async def _patches(self, patches: list[Patch]) -> None:
+        for i, patch in enumerate(patches):
+            async with self.sem:
+                outcome = await self._patch(patch)
+            if outcome != "ok":
+                if outcome == "retry":
+                    for later in patches[i + 1:]:
+                        self.retry(later)
+                return
+
+    async def _patch(self, patch: Patch) -> str:
+        """"ok", "gone" (404: nothing to retry) or "retry" (handed back to the controller)."""
+        try:
+            result = await self.api.patch_binding(patch.ref, patch.body, patch.content_type)
+        except ApiException as exc:
+            if exc.status == 404:
+                log.info("%s %s is gone; dropping its %s patch", patch.ref.kind, patch.ref.key, patch.why)
+                return "gone"
+            metrics.WRITE_ERRORS.labels(f"patch-{patch.why}").inc()
+            log.warning("patch (%s) of %s %s failed: %s %s; retrying next step", patch.why, patch.ref.kind,
+                        patch.ref.key, exc.status, exc.reason)
+            self.retry(patch)
+            return "retry"
+        except (OSError, asyncio.TimeoutError) as exc:
+            metrics.WRITE_ERRORS.labels(f"patch-{patch.why}").inc()
+            log.warning("patch (%s) of %s failed: %s; retrying next step", patch.why, patch.ref.key, exc)
+            self.retry(patch)
+            return "retry"
+        if self.on_patched is not None:
+            self.on_patched(patch, result)
+        if patch.why == "bind":
+            await self._bind_status(patch, result)
+        return "ok"
+
+    async def _bind_status(self, patch: Patch, result: Any) -> None:
+        """Bind mode: report Scheduled=True for the generation we placed, as karmada-scheduler would."""
+        generation = ((result or {}).get("metadata") or {}).get("generation") if isinstance(result, dict) else None
+        if not isinstance(generation, int):
+            return
+        try:
+            await self.api.patch_binding(patch.ref, bind_status_patch(generation, self.clock()), MERGE_PATCH,
+                                         "status")
+        except (ApiException, OSError, asyncio.TimeoutError) as exc:
+            metrics.WRITE_ERRORS.labels("bind-status").inc()
+            log.warning("status of %s not written: %s", patch.ref.key, exc)
+
+    async def _event(self, ev: Event) -> None:
+        body = event_body(ev, self.clock(), self.component)
+        try:
+            async with self.event_sem:
+                await self.api.create_event(body["metadata"]["namespace"], body)
+        except (ApiException, OSError, asyncio.TimeoutError) as exc:
+            metrics.WRITE_ERRORS.labels("event").inc()
+            log.debug("event %s on %s not recorded: %s", ev.reason, ev.involved.get("name"), exc)

@@ -1,0 +1,103 @@
+"""Real-shaped Kubernetes objects (as the API returns them) for controller tests."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+Obj = dict[str, Any]
+
+
+def pod(cpu: str = "1", memory: str = "1Gi", gpu: Optional[str] = None, pc: str = "") -> Obj:
+    requests: dict[str, str] = {"cpu": cpu, "memory": memory}
+    limits: dict[str, str] = {}
+    if gpu:
+        limits["nvidia.com/gpu"] = gpu
+    spec: Obj = {"containers": [{"name": "main", "image": "busybox",
+                                 "resources": {"requests": requests, **({"limits": limits} if limits else {})}}]}
+    if pc:
+        spec["priorityClassName"] = pc
+    return {"metadata": {"labels": {"app": "x"}}, "spec": spec}
+
+
+def vcjob(name: str, ns: str = "team-a", queue: str = "default", tasks: Optional[list[tuple[str, int, Optional[int], str]]] = None,
+          min_available: Optional[int] = None, pc: str = "", rv: str = "1") -> Obj:
+    tasks = tasks or [("worker", 2, None, "1")]
+    spec: Obj = {"queue": queue, "schedulerName": "volcano",
+                 "tasks": [{"name": n, "replicas": r, **({"minAvailable": m} if m is not None else {}),
+                            "template": pod(cpu)} for n, r, m, cpu in tasks]}
+    if min_available is not None:
+        spec["minAvailable"] = min_available
+    if pc:
+        spec["priorityClassName"] = pc
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}", "resourceVersion": rv}, "spec": spec}
+
+
+def batch_job(name: str, ns: str = "team-a", parallelism: int = 2, cpu: str = "1", labels: Optional[dict[str, str]] = None,
+              pc: str = "", status: Optional[Obj] = None, rv: str = "1") -> Obj:
+    obj: Obj = {"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}", "resourceVersion": rv,
+                             "labels": labels or {}},
+                "spec": {"parallelism": parallelism, "completions": parallelism, "template": pod(cpu, pc=pc)}}
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+def deployment(name: str, ns: str = "team-a", replicas: int = 3, cpu: str = "500m", gpu: Optional[str] = None,
+               annotations: Optional[dict[str, str]] = None) -> Obj:
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}", "resourceVersion": "1",
+                         "annotations": annotations or {}},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "x"}}, "template": pod(cpu, gpu=gpu)}}
+
+
+def binding(template: Obj, paused: bool = True, clusters: Optional[list[str]] = None, created: str = "2026-11-22T21:00:00Z",
+            annotations: Optional[dict[str, str]] = None, rv: str = "10", conditions: Optional[list[Obj]] = None,
+            scheduler: str = "default-scheduler") -> Obj:
+    m = template["metadata"]
+    name = f"{m['name']}-{template['kind'].lower()}"
+    spec: Obj = {"resource": {"apiVersion": template["apiVersion"], "kind": template["kind"], "name": m["name"],
+                              "namespace": m["namespace"], "uid": m["uid"]},
+                 "replicas": 0, "schedulerName": scheduler, "suspension": {"dispatching": False}}
+    if paused:
+        spec["suspension"]["scheduling"] = True
+    if clusters:
+        spec["clusters"] = [{"name": c, "replicas": 1} for c in clusters]
+    return {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+            "metadata": {"name": name, "namespace": m["namespace"], "uid": f"rb-{name}", "resourceVersion": rv,
+                         "creationTimestamp": created, "annotations": dict(annotations or {})},
+            "spec": spec, "status": {"conditions": conditions or []}}
+
+
+def cluster(name: str, cpu: str = "64", memory: str = "512Gi", gpu: str = "16", ready: bool = True,
+            allocated_cpu: str = "0", labels: Optional[dict[str, str]] = None) -> Obj:
+    return {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": name, "labels": labels or {}, "resourceVersion": "1"},
+            "spec": {"syncMode": "Push"},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False",
+                                       "reason": "ClusterReady" if ready else "ClusterNotReachable"}],
+                       "resourceSummary": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "220",
+                                                           "nvidia.com/gpu": gpu},
+                                           "allocated": {"cpu": allocated_cpu, "memory": "0", "pods": "0"},
+                                           "allocating": {"cpu": "0"}}}}
+
+
+def queue(name: str, weight: int = 1, priority: Optional[int] = None, capability: Optional[dict[str, str]] = None,
+          state: str = "Open", parent: Optional[str] = None, guarantee: Optional[dict[str, str]] = None) -> Obj:
+    spec: Obj = {"weight": weight, "reclaimable": True}
+    if priority is not None:
+        spec["priority"] = priority
+    if capability:
+        spec["capability"] = capability
+    if parent:
+        spec["parent"] = parent
+    if guarantee:
+        spec["guarantee"] = {"resource": guarantee}
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+            "metadata": {"name": name, "resourceVersion": "1"}, "spec": spec, "status": {"state": state}}
+
+
+def priority_class(name: str, value: int, default: bool = False) -> Obj:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+            "value": value, "globalDefault": default}

@@ -1,0 +1,238 @@
+"""Controller decisions with real-shaped objects and tiny test plugins (no API server)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from engine.hookspecs import hookimpl
+from engine.kube import plan
+from engine.kube.controller import Controller
+from engine.kube.plan import Event, Patch
+from engine.model import Failure, Job, JobState, Queue, Recovery
+from engine.pipeline import Pipeline
+from engine.plugin import Plugin
+from tests.kube import objects as o
+
+
+class ByPriority(Plugin):
+    name = "t-priority"
+    stages = ("order",)
+
+    @hookimpl
+    def atoll_job_order(self, job: Job) -> tuple[int]:
+        return (-job.priority,)
+
+    @hookimpl
+    def atoll_queue_order(self, queue: Queue) -> tuple[int]:
+        return (-queue.priority,)
+
+
+class Requeue(Plugin):
+    name = "t-requeue"
+    stages = ("recover",)
+
+    @hookimpl
+    def atoll_recover(self, job: Job, failure: Failure) -> Recovery:
+        return Recovery(requeue=True, delay=5, exclude_clusters=frozenset({failure.cluster or ""}),
+                        reason=f"requeued after {failure.kind.value}")
+
+
+def controller(*plugins: Plugin, mode: str = "gate") -> Controller:
+    stages: dict[str, list[Plugin]] = {}
+    for p in plugins:
+        for stage in p.stages:
+            stages.setdefault(stage, []).append(p)
+    return Controller(Pipeline(stages), mode=mode)
+
+
+def feed(ctl: Controller, *objs: dict[str, Any]) -> None:
+    for obj in objs:
+        kind = obj["kind"]
+        if kind == "Cluster":
+            ctl.on_cluster("ADDED", obj, None, 0.0)
+        elif kind == "Queue":
+            ctl.on_queue("ADDED", obj, None)
+        elif kind == "PriorityClass":
+            ctl.on_priority_class("ADDED", obj, None)
+        elif kind in ("ResourceBinding", "ClusterResourceBinding"):
+            ctl.on_binding("ADDED", obj, ctl.bindings.get(f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"))
+        else:
+            ctl.on_template("ADDED", obj, None)
+
+
+def patches(items: list[Patch | Event], why: Optional[str] = None) -> list[Patch]:
+    return [i for i in items if isinstance(i, Patch) and (why is None or i.why == why)]
+
+
+def events(items: list[Patch | Event], reason: str) -> list[Event]:
+    return [i for i in items if isinstance(i, Event) and i.reason == reason]
+
+
+def test_paused_binding_is_admitted_with_one_merge_patch() -> None:
+    ctl = controller()
+    job = o.vcjob("train")
+    feed(ctl, o.cluster("m1"), job, o.binding(job))
+    items = ctl.step(1_800_000_000.0)
+    (p,) = patches(items, "admit")
+    assert p.content_type == "application/merge-patch+json"
+    assert p.ref == plan.BindingRef("train-job", "team-a", "rb-train-job")
+    assert p.body == {"metadata": {"annotations": {"atoll.dev/queue": "default",
+                                                   "atoll.dev/admitted-at": "2027-01-15T08:00:00.000000Z",
+                                                   "atoll.dev/pending-reason": None}},
+                      "spec": {"suspension": {"scheduling": False}}}
+    (ev,) = events(items, "Admitted")
+    assert ev.involved["kind"] == "ResourceBinding" and ev.involved["name"] == "train-job"
+    assert ctl.engine.state.jobs["team-a/train-job"].state is JobState.ADMITTED
+    assert ctl.step(1_800_000_001.0) == []           # nothing changed: nothing written
+
+
+def test_job_priority_orders_admission_and_the_waiting_job_gets_a_reason() -> None:
+    ctl = controller(ByPriority({}, None))
+    low, high = o.batch_job("low", parallelism=40, pc="low"), o.batch_job("high", parallelism=40, pc="high")
+    feed(ctl, o.priority_class("low", 1), o.priority_class("high", 100), o.cluster("m1", cpu="64"),
+         low, high, o.binding(low, created="2026-11-22T21:00:00Z"), o.binding(high, created="2026-11-22T21:00:05Z"))
+    items = ctl.step(100.0)
+    assert [p.ref.name for p in patches(items, "admit")] == ["high-job"]
+    (pending,) = patches(items, "pending")
+    assert pending.ref.name == "low-job"
+    assert "no ready cluster has room" in pending.body["metadata"]["annotations"]["atoll.dev/pending-reason"]
+
+
+def test_restart_adopts_resumed_bindings_and_admits_nothing_twice() -> None:
+    ctl = controller()
+    running, waiting = o.batch_job("running", parallelism=40), o.batch_job("waiting", parallelism=40)
+    resumed = o.binding(running, paused=False, clusters=["m1"],
+                        annotations={"atoll.dev/admitted-at": "2026-11-22T21:00:00.000000Z"})
+    feed(ctl, o.cluster("m1", cpu="64"), running, waiting, resumed, o.binding(waiting))
+    items = ctl.step(100.0)
+    assert patches(items, "admit") == []              # the adopted job still holds 40 of the 64 cpus
+    job = ctl.engine.state.jobs["team-a/running-job"]
+    assert job.state is JobState.ADMITTED and job.placement == {"m1": {"job": 40}}
+    assert ctl.engine.state.queues["default"].allocated["cpu"] == 40_000
+
+
+def test_finished_job_releases_capacity_for_the_next() -> None:
+    ctl = controller()
+    first, second = o.batch_job("first", parallelism=40), o.batch_job("second", parallelism=40)
+    feed(ctl, o.cluster("m1", cpu="64"), first, second, o.binding(first, created="2026-11-22T21:00:00Z"),
+         o.binding(second, created="2026-11-22T21:00:01Z"))
+    assert [p.ref.name for p in patches(ctl.step(1.0), "admit")] == ["first-job"]
+    done = o.batch_job("first", parallelism=40, rv="2",
+                       status={"succeeded": 40, "conditions": [{"type": "Complete", "status": "True"}]})
+    ctl.on_template("MODIFIED", done, first)
+    items = ctl.step(2.0)
+    assert [p.ref.name for p in patches(items, "admit")] == ["second-job"]
+    assert events(items, "Finished")
+    assert ctl.engine.state.jobs["team-a/first-job"].state is JobState.SUCCEEDED
+
+
+def test_scale_up_after_admission_is_charged() -> None:
+    ctl = controller()
+    d = o.deployment("web", replicas=2, cpu="1")
+    feed(ctl, o.cluster("m1"), d, o.binding(d))
+    ctl.step(1.0)
+    bigger = o.deployment("web", replicas=6, cpu="1")
+    bigger["metadata"]["resourceVersion"] = "2"
+    ctl.on_template("MODIFIED", bigger, d)
+    ctl.step(2.0)
+    assert ctl.engine.state.queues["default"].allocated["cpu"] == 6000
+
+
+def test_bad_template_is_kept_visible_and_picked_up_once_fixed() -> None:
+    ctl = controller()
+    bad = o.vcjob("bad")
+    bad["spec"]["tasks"][0]["template"]["spec"]["containers"] = []
+    feed(ctl, o.cluster("m1"), bad, o.binding(bad))
+    items = ctl.step(1.0)
+    (p,) = patches(items, "pending")
+    assert "Job team-a/bad: spec.tasks[0].template.spec.containers" in p.body["metadata"]["annotations"][
+        "atoll.dev/pending-reason"]
+    assert events(items, "InvalidWorkload")[0].type == "Warning"
+    assert "team-a/bad-job" not in ctl.engine.state.jobs and "team-a/bad-job" in ctl.invalid
+    assert ctl.step(2.0) == []                       # reported once, not on every step
+    good = o.vcjob("bad", rv="2")
+    ctl.on_template("MODIFIED", good, bad)
+    assert [p.ref.name for p in patches(ctl.step(3.0), "admit")] == ["bad-job"]
+
+
+def test_unmanaged_kinds_and_unpaused_unknown_are_not_admitted() -> None:
+    ctl = controller()
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "team-a", "uid": "u"}}
+    feed(ctl, o.cluster("m1"), cm, o.binding(cm))
+    assert ctl.step(1.0) == [] and not ctl.engine.state.jobs
+
+
+def test_cluster_not_ready_requeues_then_readmits_elsewhere_with_reschedule() -> None:
+    ctl = controller(Requeue({}, None))
+    job = o.batch_job("j", parallelism=4)
+    feed(ctl, o.cluster("m1"), o.cluster("m2"), job, o.binding(job))
+    (admit,) = patches(ctl.step(10.0), "admit")
+    placed = o.binding(job, paused=False, clusters=["m1"], rv="11")
+    ctl.on_binding("MODIFIED", placed, ctl.bindings["team-a/j-job"])
+    ctl.step(11.0)
+    ctl.on_cluster("MODIFIED", o.cluster("m1", ready=False), o.cluster("m1"), 12.0)
+    items = ctl.step(12.0)
+    (requeue,) = patches(items, "requeue")
+    assert requeue.body["spec"] == {"suspension": {"scheduling": True}, "clusters": None}
+    assert requeue.body["metadata"]["annotations"]["atoll.dev/admitted-at"] is None
+    assert events(items, "Requeued")[0].type == "Warning"
+    job_state = ctl.engine.state.jobs["team-a/j-job"]
+    assert job_state.state is JobState.PENDING and job_state.excluded_clusters == {"m1"}
+    assert patches(ctl.step(13.0), "admit") == []     # backoff: not before t=17
+    (again,) = patches(ctl.step(17.5), "admit")
+    assert again.body["spec"]["rescheduleTriggeredAt"] == "1970-01-01T00:00:18Z"
+    assert ctl.engine.state.jobs["team-a/j-job"].placement == {"m2": {"job": 4}}
+
+
+def test_resumed_but_unschedulable_fails_into_recovery() -> None:
+    ctl = controller(Requeue({}, None))
+    job = o.batch_job("j", parallelism=1)
+    feed(ctl, o.cluster("m1"), job, o.binding(job))
+    ctl.step(1000.0)
+    cond = {"type": "Scheduled", "status": "False", "reason": "NoClusterFit",
+            "message": "0/2 clusters are available", "lastTransitionTime": "1970-01-01T00:16:41Z"}
+    failed = o.binding(job, paused=False, rv="12", conditions=[cond])
+    ctl.on_binding("MODIFIED", failed, ctl.bindings["team-a/j-job"])
+    items = ctl.step(1001.0)
+    assert patches(items, "requeue") and "NoClusterFit" in events(items, "Requeued")[0].message
+
+
+def test_bind_mode_writes_spec_clusters_for_atoll_scheduled_bindings() -> None:
+    ctl = controller(mode="bind")
+    job = o.vcjob("v", tasks=[("w", 3, None, "1")])
+    feed(ctl, o.cluster("m1"), job, o.binding(job, paused=False, scheduler="atoll"))
+    (p,) = patches(ctl.step(5.0), "bind")
+    assert p.body["spec"]["clusters"] == [{"name": "m1", "replicas": 3}]
+    assert p.body["metadata"]["annotations"]["atoll.dev/clusters"] == "m1"
+
+
+def test_an_unforeseen_error_on_one_binding_does_not_stop_the_others(monkeypatch: Any) -> None:
+    ctl = controller()
+    bad, good = o.batch_job("bad"), o.batch_job("good")
+    feed(ctl, o.cluster("m1"), bad, good, o.binding(bad), o.binding(good))
+    original = ctl._sync
+
+    def flaky(key: str, now: float, out: list[Patch | Event]) -> None:
+        if key == "team-a/bad-job":
+            raise RuntimeError("boom")
+        original(key, now, out)
+    monkeypatch.setattr(ctl, "_sync", flaky)
+    assert [p.ref.name for p in patches(ctl.step(1.0), "admit")] == ["good-job"]
+
+
+def test_member_job_failure_from_aggregated_status_is_acted_on_once() -> None:
+    ctl = controller(Requeue({}, None))
+    j = o.batch_job("j", parallelism=1)
+    feed(ctl, o.cluster("m1"), o.cluster("m2"), j, o.binding(j))
+    ctl.step(10.0)
+    failed = o.binding(j, paused=False, clusters=["m1"], rv="12")
+    failed["status"]["aggregatedStatus"] = [{"clusterName": "m1", "applied": True, "status": {
+        "failed": 1, "conditions": [{"type": "FailureTarget", "status": "True", "reason": "DeadlineExceeded",
+                                     "lastTransitionTime": "2026-11-22T22:00:00Z"}]}}]
+    ctl.on_binding("MODIFIED", failed, ctl.bindings["team-a/j-job"])
+    items = ctl.step(11.0)
+    assert patches(items, "requeue") and "JobFailed" in events(items, "Requeued")[0].message
+    assert ctl.engine.state.jobs["team-a/j-job"].excluded_clusters == {"m1"}
+    again = dict(failed, metadata={**failed["metadata"], "resourceVersion": "13"})
+    ctl.on_binding("MODIFIED", again, failed)
+    assert patches(ctl.step(12.0), "requeue") == []      # the same failure is not acted on twice
