@@ -129,22 +129,19 @@ class Engine:
             job.state = JobState.RUNNING
             self.state.mark_started(job, now)
 
-    def finished(self, job_id: str, succeeded: bool = True, now: Optional[float] = None) -> None:
-        """The job ended in its member. ``now`` (when it ended) lets its freed capacity be used
-        until a status report newer than that shows it (see FleetState.release)."""
+    def finished(self, job_id: str, succeeded: bool = True, ended_at: Optional[float] = None) -> None:
+        """The job ended in its member. Pass ``ended_at`` only when it is exact (the simulator): its
+        freed capacity is then used before the cluster's next status report (see FleetState.release)."""
         job = self.state.jobs.get(job_id)
         if job is None or job.state.finished:
             return
-        if now is not None:
-            self.state.now = max(self.state.now, now)
-        self.state.release(job)
+        self.state.release(job, ended_at)
         self._unindex(job)
         job.state = JobState.SUCCEEDED if succeeded else JobState.FAILED
 
     def fail(self, job_id: str, failure: Failure, now: float) -> Recovery:
         """A failure signal: release what the job held and let the recover stage decide."""
         job = self.state.jobs[job_id]
-        self.state.now = max(self.state.now, now)
         self.state.release(job)
         self._unindex(job)
         recovery = self.pipeline.recover(job=job, failure=failure, state=self.state, now=now)

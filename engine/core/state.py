@@ -215,10 +215,13 @@ class FleetState:
                 add_into(self._reserved.setdefault(cluster, {}), reserved)
                 self._usage_changed(cluster)
 
-    def release(self, job: Job) -> None:
-        """Undo ``hold``: the job finished, failed, or was deleted. Frees capacity at once: a running
-        job whose pods the last status report counted is credited back until a newer report, so
-        freed capacity is usable now rather than one status period (10 s in Karmada) later."""
+    def release(self, job: Job, ended_at: Optional[float] = None) -> None:
+        """Undo ``hold``: the job finished, failed, or was deleted. With ``ended_at`` (the caller knows
+        exactly when its pods ended, so any report taken at or after that excludes them) a running job
+        the last report still counted is credited back until a newer report: freed capacity is
+        usable now rather than one status period (10 s in Karmada) later. Without it, nothing is
+        credited (a restart adopting long-finished jobs, or a controller that learns of the end
+        later than the cluster report does, must not count the same capacity twice)."""
         if not job.state.holds_resources:
             return
         self._charge(job.queue, job.demand, -1)
@@ -228,9 +231,10 @@ class FleetState:
             if booked is not None:
                 add_into(self._reserved[cluster], booked[0], -1)
                 self._usage_changed(cluster)
-            elif job.state is JobState.RUNNING and cluster in self.clusters:
+            elif ended_at is not None and job.state is JobState.RUNNING and cluster in self.clusters \
+                    and self.clusters[cluster].status_time < ended_at:
                 credit = job.placed_demand(cluster)
-                self._credits.setdefault(cluster, {})[job.id] = (credit, self.now)
+                self._credits.setdefault(cluster, {})[job.id] = (credit, ended_at)
                 add_into(self._reserved.setdefault(cluster, {}), credit, -1)
                 self._usage_changed(cluster)
         self.capacity_epoch += 1

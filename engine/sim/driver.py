@@ -266,7 +266,7 @@ class Simulation:
         attempt.end_time, attempt.outcome = self.now, "Succeeded"
         self._running -= 1
         add_into(self._running_demand, _demand(sim.spec), -1)
-        self.engine.finished(job_id, True, self.now)
+        self.engine.finished(job_id, True, ended_at=self.now)
         sim.state, sim.finish_time = "Succeeded", self.now
         self._done += 1
         self._dirty = True

@@ -134,7 +134,7 @@ def test_finished_job_capacity_is_credited_until_a_report_newer_than_its_end() -
     assert engine.state.free("m1").get("cpu", 0) == 0
     engine.submit(job("b", "4"))
     assert engine.cycle(3).admitted == []
-    engine.finished("a", now=5)                  # the next report (t=10) would still be 5 s away
+    engine.finished("a", ended_at=5)             # the next report (t=10) would still be 5 s away
     assert engine.state.free("m1")["cpu"] == 4000
     assert [a.job_id for a in engine.cycle(5).admitted] == ["b"]
     assert engine.state.free("m1").get("cpu", 0) == 0          # b's booking uses a's credit
@@ -146,6 +146,21 @@ def test_finished_job_capacity_is_credited_until_a_report_newer_than_its_end() -
     newer.status_time = 6                                       # a's pods gone, b's not yet started
     engine.upsert_cluster(newer)
     assert not engine.state.credits("m1") and engine.state.free("m1").get("cpu", 0) == 0
+
+
+def test_no_credit_without_an_exact_end_or_when_the_report_is_newer_than_the_end() -> None:
+    for ended_at in (None, 1.5):
+        engine = make_engine()
+        engine.upsert_queue(Queue("q"))
+        engine.upsert_cluster(cluster("m1", "4"))
+        engine.submit(job("a", "4"))
+        engine.cycle(0)
+        engine.started("a", now=1)
+        counted = cluster("m1", "4")
+        counted.allocated, counted.status_time = {"cpu": 4000}, 2
+        engine.upsert_cluster(counted)
+        engine.finished("a", ended_at=ended_at)   # unknown end, or one the t=2 report may already show
+        assert not engine.state.credits("m1") and engine.state.free("m1").get("cpu", 0) == 0
 
 
 def test_admit_refusal_reason_is_kept_and_queue_headroom_counted() -> None:
