@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 T = TypeVar("T")
 
@@ -121,7 +121,7 @@ class Kube:
                             content_type="application/apply-patch+yaml")
 
 
-def wait_for(what: str, check: Callable[[], T | None], timeout: float, hint: str = "",
+def wait_for(what: str, check: Callable[[], T | None | Literal[False]], timeout: float, hint: str = "",
              interval: float = 0.5) -> T:
     """Poll ``check`` until it returns a truthy value; raise TimeoutError naming ``what`` and ``hint``."""
     deadline = time.monotonic() + timeout

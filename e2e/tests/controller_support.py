@@ -151,7 +151,7 @@ def rb_name(obj: dict[str, Any]) -> str:
     return f"{obj['metadata']['name']}-{obj['kind'].lower()}"
 
 
-def annotations(rb: Optional[dict[str, Any]]) -> dict[str, str]:
+def annotations_of(rb: Optional[dict[str, Any]]) -> dict[str, str]:
     return dict(((rb or {}).get("metadata") or {}).get("annotations") or {})
 
 
@@ -161,7 +161,7 @@ def is_paused(rb: Optional[dict[str, Any]]) -> bool:
 
 def admitted(kube: Kube, obj: dict[str, Any]) -> Optional[dict[str, Any]]:
     rb = binding(kube, obj["metadata"]["namespace"], rb_name(obj))
-    if rb is not None and not is_paused(rb) and "atoll.dev/admitted-at" in annotations(rb):
+    if rb is not None and not is_paused(rb) and "atoll.dev/admitted-at" in annotations_of(rb):
         return rb
     return None
 
@@ -177,7 +177,7 @@ def wait_pending(kube: Kube, obj: dict[str, Any], contains: str = "", timeout: f
 
     def check() -> Optional[dict[str, Any]]:
         rb = binding(kube, ns, rb_name(obj))
-        reason = annotations(rb).get("atoll.dev/pending-reason", "")
+        reason = annotations_of(rb).get("atoll.dev/pending-reason", "")
         return rb if rb is not None and is_paused(rb) and reason and contains in reason else None
     return until(f"binding {ns}/{rb_name(obj)} pending with reason containing {contains!r}", check, timeout,
                  show=lambda: binding(kube, ns, rb_name(obj)))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from e2e.harness.kube import Kube, KubeError, wait_for
 
@@ -24,7 +24,7 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{secrets.token_hex(3)}"
 
 
-def until(what: str, check: Callable[[], T | None], timeout: float = 90.0, show: Callable[[], Any] | None = None) -> T:
+def until(what: str, check: Callable[[], T | None | Literal[False]], timeout: float = 90.0, show: Callable[[], Any] | None = None) -> T:
     """``wait_for`` that, on timeout, also reports the current state (``show()``)."""
     try:
         return wait_for(what, check, timeout)

@@ -16,7 +16,7 @@ import pytest
 
 from e2e.conftest import FleetHandle
 from e2e.harness.kube import Kube
-from e2e.tests.controller_support import (PAUSED, ControllerProcess, annotations, atoll, events_for, job, propagate,
+from e2e.tests.controller_support import (PAUSED, ControllerProcess, annotations_of, atoll, events_for, job, propagate,
                                           rb_name, vcjob, wait_admitted, wait_pending)
 from e2e.tests.support import binding, delete, is_true, merge_patch, namespace, unique, until
 from engine.kube.plan import parse_stamp
@@ -55,7 +55,7 @@ def test_paused_at_create_then_resumed_and_scheduled(fleet: FleetHandle, host: K
     host.apply(j)
     propagate(host, j, fleet.members)
     rb = wait_admitted(host, j)
-    notes = annotations(rb)
+    notes = annotations_of(rb)
     paused_at, admitted_at = parse_stamp(notes[PAUSED]), parse_stamp(notes["atoll.dev/admitted-at"])
     assert paused_at is not None and admitted_at is not None and admitted_at >= paused_at, notes
     assert notes["atoll.dev/queue"] == "default" and "atoll.dev/pending-reason" not in notes
@@ -82,12 +82,12 @@ def test_waits_without_room_and_is_admitted_when_capacity_frees(fleet: FleetHand
     host.apply(third)
     propagate(host, third, [m1, m2])
     rb = wait_pending(host, third)
-    assert "atoll.dev/admitted-at" not in annotations(rb)
+    assert "atoll.dev/admitted-at" not in annotations_of(rb)
     assert not rb["spec"].get("clusters")
     assert "Pending" in {e["reason"] for e in events_for(host, ns, rb_name(third))}
     # first completes after 20 s; Karmada reports the freed cpu within ~10 s; then third goes
     rb = wait_admitted(host, third, timeout=90)
-    assert parse_stamp(annotations(rb)["atoll.dev/admitted-at"]) is not None
+    assert parse_stamp(annotations_of(rb)["atoll.dev/admitted-at"]) is not None
     first_done = host.get(f"/apis/batch/v1/namespaces/{ns}/jobs/first")
     assert is_true(first_done, "Complete"), "third was admitted before first released its capacity"
 
@@ -102,9 +102,10 @@ def test_gang_waits_when_only_the_fleet_total_would_fit(fleet: FleetHandle, host
         host.apply(obj)
         propagate(host, obj, fleet.members)
     rb = wait_pending(host, big, "in one cluster")
-    assert "cpu=80" in annotations(rb)["atoll.dev/pending-reason"]
+    assert "cpu=80" in annotations_of(rb)["atoll.dev/pending-reason"]
     wait_admitted(host, small)
-    assert binding(host, ns, rb_name(big))["spec"]["suspension"]["scheduling"] is True
+    still = binding(host, ns, rb_name(big))
+    assert still is not None and still["spec"]["suspension"]["scheduling"] is True
     out = subprocess.run([sys.executable, "-m", "engine.cli", "explain", f"{ns}/big", "--kubeconfig",
                           str(fleet.info.host_kubeconfig), "--controller", f"http://127.0.0.1:{running.port}"],
                          capture_output=True, text=True, timeout=60, cwd=str(REPO))

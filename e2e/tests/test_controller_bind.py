@@ -10,7 +10,7 @@ import pytest
 
 from e2e.conftest import FleetHandle
 from e2e.harness.kube import Kube
-from e2e.tests.controller_support import annotations, atoll, job, rb_name, wait_admitted
+from e2e.tests.controller_support import annotations_of, atoll, job, rb_name, wait_admitted
 from e2e.tests.support import binding, delete, is_true, namespace, propagation_policy, unique, until
 
 pytestmark = pytest.mark.e2e
@@ -42,7 +42,7 @@ def test_bind_mode_writes_clusters_and_karmada_dispatches(fleet: FleetHandle, ho
         assert rb["spec"]["schedulerName"] == "atoll"
         clusters = rb["spec"]["clusters"]
         assert sum(c["replicas"] for c in clusters) == 3, clusters
-        assert annotations(rb)["atoll.dev/clusters"] == ",".join(sorted(c["name"] for c in clusters))
+        assert annotations_of(rb)["atoll.dev/clusters"] == ",".join(sorted(c["name"] for c in clusters))
         rb = until("Scheduled=True written by atoll", lambda: (b := binding(host, ns, rb_name(j))) and is_true(
             b, "Scheduled") and b, 30, show=lambda: binding(host, ns, rb_name(j)))
         assert rb["status"]["schedulerObservedGeneration"] >= 1

@@ -15,7 +15,7 @@ import pytest
 
 from e2e.conftest import FleetHandle
 from e2e.harness.kube import Kube, KubeError
-from e2e.tests.controller_support import (ControllerProcess, admitted, annotations, atoll, job, propagate, vcjob,
+from e2e.tests.controller_support import (ControllerProcess, admitted, annotations_of, atoll, job, propagate, vcjob,
                                           wait_admitted, wait_pending)
 from e2e.tests.support import delete, namespace, unique, until
 from engine.resources import parse_quantity
@@ -106,8 +106,8 @@ def race(host: Kube, winner: dict[str, Any], loser: dict[str, Any], blocker: dic
     rb = wait_admitted(host, winner, timeout=90)
     assert admitted(host, loser) is None, "both waiters were admitted into one free slot"
     rb_loser = wait_pending(host, loser)
-    assert annotations(rb_loser)["atoll.dev/pending-reason"]
-    assert annotations(rb)["atoll.dev/admitted-at"]
+    assert annotations_of(rb_loser)["atoll.dev/pending-reason"]
+    assert annotations_of(rb)["atoll.dev/admitted-at"]
 
 
 def priority_class(host: Kube, name: str, value: int) -> None:
@@ -178,7 +178,7 @@ def test_gpu_capacity_and_model_labels(fleet: FleetHandle, host: Kube, running: 
         wait_admitted(host, h100)
         wait_pending(host, v100, "v100")
         rb = wait_pending(host, too_big)
-        assert "nvidia.com/gpu" in annotations(rb)["atoll.dev/pending-reason"]
+        assert "nvidia.com/gpu" in annotations_of(rb)["atoll.dev/pending-reason"]
     finally:
         for member in (m1, m2):
             try:

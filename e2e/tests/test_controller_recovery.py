@@ -17,7 +17,7 @@ import pytest
 
 from e2e.conftest import FleetHandle
 from e2e.harness.kube import Kube
-from e2e.tests.controller_support import (annotations, atoll, events_for, job, propagate, rb_name, wait_admitted)
+from e2e.tests.controller_support import (annotations_of, atoll, events_for, job, propagate, rb_name, wait_admitted)
 from e2e.tests.support import binding, delete, is_true, namespace, unique, until
 
 pytestmark = pytest.mark.e2e
@@ -52,7 +52,7 @@ def test_member_not_ready_job_recovers_on_the_other_member(fleet: FleetHandle, h
         j = job("survivor", ns, cpu="1", pods=1)            # runs until deleted
         host.apply(j)
         propagate(host, j, fleet.members)
-        first = annotations(wait_admitted(host, j))["atoll.dev/admitted-at"]
+        first = annotations_of(wait_admitted(host, j))["atoll.dev/admitted-at"]
         (lost,) = until("karmada placed the job", lambda: placed(host, ns, rb_name(j)), 60)
         (other,) = [m for m in fleet.members[:2] if m != lost]
         pid = apiserver_pid(fleet, lost)
@@ -62,7 +62,7 @@ def test_member_not_ready_job_recovers_on_the_other_member(fleet: FleetHandle, h
                 host.get(f"/apis/cluster.karmada.io/v1alpha1/clusters/{lost}"), "Ready"), 180)
             until("Requeued event", lambda: [e for e in events_for(host, ns, rb_name(j))
                                              if e["reason"] == "Requeued" and "ClusterLost" in e["message"]], 30)
-            rb = until("re-admitted after backoff", lambda: (b := binding(host, ns, rb_name(j))) and annotations(b).get(
+            rb = until("re-admitted after backoff", lambda: (b := binding(host, ns, rb_name(j))) and annotations_of(b).get(
                 "atoll.dev/admitted-at", first) != first and b, 60, show=lambda: binding(host, ns, rb_name(j)))
             assert rb["spec"].get("rescheduleTriggeredAt"), rb["spec"]
             until(f"karmada placed it on {other}", lambda: placed(host, ns, rb_name(j)) == [other], 60,
@@ -91,7 +91,7 @@ def test_job_failing_in_its_member_is_requeued_then_given_up(fleet: FleetHandle,
         until("Requeued after JobFailed", lambda: [e for e in events_for(host, ns, rb_name(j))
                                                    if e["reason"] == "Requeued" and "JobFailed" in e["message"]], 90,
               show=lambda: host.get(f"/apis/batch/v1/namespaces/{ns}/jobs/doomed").get("status"))
-        rb = until("given up", lambda: (b := binding(host, ns, rb_name(j))) and annotations(b).get(
+        rb = until("given up", lambda: (b := binding(host, ns, rb_name(j))) and annotations_of(b).get(
             "atoll.dev/pending-reason", "").startswith("gave up") and b, 120,
             show=lambda: binding(host, ns, rb_name(j)))
         assert rb["spec"]["suspension"]["scheduling"] is True and not rb["spec"].get("clusters")

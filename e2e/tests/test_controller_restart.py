@@ -12,7 +12,7 @@ import pytest
 
 from e2e.conftest import FleetHandle
 from e2e.harness.kube import Kube
-from e2e.tests.controller_support import (POLICY_NS, admitted, annotations, events_for, job, policy_configmap, propagate,
+from e2e.tests.controller_support import (POLICY_NS, admitted, annotations_of, events_for, job, policy_configmap, propagate,
                                           rb_name, start_controller)
 from e2e.tests.support import delete, namespace, unique, until
 from e2e.tests.webhook_support import registered, start_webhook
@@ -54,7 +54,7 @@ def test_kill_leader_mid_stream_standby_takes_over_nothing_lost_nothing_twice(
                 propagate(host, j, fleet.members)
             until("the first wave admitted", lambda: sum(admitted(host, j) is not None for j in jobs) >= 2, 60)
             ctl_a.kill()                                        # SIGKILL mid-stream
-            before = {rb_name(j): annotations(rb)["atoll.dev/admitted-at"]
+            before = {rb_name(j): annotations_of(rb)["atoll.dev/admitted-at"]
                       for j in jobs if (rb := admitted(host, j)) is not None}
             assert 2 <= len(before) < JOBS, before
             until("controller b takes the Lease", lambda: (host.get_or_none(
@@ -64,7 +64,7 @@ def test_kill_leader_mid_stream_standby_takes_over_nothing_lost_nothing_twice(
                   show=lambda: [(rb_name(j), admitted(host, j) is not None) for j in jobs])
             for name, stamp in before.items():               # adopted by b, not admitted again
                 rb = host.get(f"/apis/work.karmada.io/v1alpha2/namespaces/{ns}/resourcebindings/{name}")
-                assert annotations(rb)["atoll.dev/admitted-at"] == stamp, name
+                assert annotations_of(rb)["atoll.dev/admitted-at"] == stamp, name
             time.sleep(2)
             for j in jobs:
                 admits = [e for e in events_for(host, ns, rb_name(j)) if e["reason"] == "Admitted"]

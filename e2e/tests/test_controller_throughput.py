@@ -18,7 +18,7 @@ import pytest
 
 from e2e.conftest import FleetHandle
 from e2e.harness.kube import Kube
-from e2e.tests.controller_support import PAUSED, annotations, atoll, job
+from e2e.tests.controller_support import PAUSED, annotations_of, atoll, job
 from e2e.tests.support import POLICY_API, RB_API, delete, namespace, unique, until
 from engine.kube.plan import parse_stamp
 
@@ -67,12 +67,12 @@ def test_resume_rate_and_latency(fleet: FleetHandle, host: Kube, ns: str, tmp_pa
 
         def resumed() -> list[dict[str, Any]] | None:
             items: list[dict[str, Any]] = host.get(f"{RB_API}/namespaces/{ns}/resourcebindings")["items"]
-            done = [b for b in items if "atoll.dev/admitted-at" in annotations(b)]
+            done = [b for b in items if "atoll.dev/admitted-at" in annotations_of(b)]
             return done if len(done) == COUNT else None
 
         bindings = until(f"all {COUNT} bindings resumed", resumed, 300)
-        paused = [parse_stamp(annotations(b)[PAUSED]) for b in bindings]
-        admitted = [parse_stamp(annotations(b)["atoll.dev/admitted-at"]) for b in bindings]
+        paused = [parse_stamp(annotations_of(b)[PAUSED]) for b in bindings]
+        admitted = [parse_stamp(annotations_of(b)["atoll.dev/admitted-at"]) for b in bindings]
         lat = [a - p for a, p in zip(admitted, paused) if a is not None and p is not None]
         first_pause = min(p for p in paused if p is not None)
         last_admit = max(a for a in admitted if a is not None)
@@ -123,12 +123,12 @@ def test_resume_rate_with_bindings_created_directly(fleet: FleetHandle, host: Ku
 
         def resumed() -> list[dict[str, Any]] | None:
             items: list[dict[str, Any]] = host.get(f"{RB_API}/namespaces/{ns}/resourcebindings")["items"]
-            done = [b for b in items if "atoll.dev/admitted-at" in annotations(b)]
+            done = [b for b in items if "atoll.dev/admitted-at" in annotations_of(b)]
             return done if len(done) == COUNT else None
 
         bindings = until(f"all {COUNT} bindings resumed", resumed, 300)
-        paused = [parse_stamp(annotations(b)[PAUSED]) for b in bindings]
-        admitted = [parse_stamp(annotations(b)["atoll.dev/admitted-at"]) for b in bindings]
+        paused = [parse_stamp(annotations_of(b)[PAUSED]) for b in bindings]
+        admitted = [parse_stamp(annotations_of(b)["atoll.dev/admitted-at"]) for b in bindings]
         lat = [a - p for a, p in zip(admitted, paused) if a is not None and p is not None]
         span = max(a for a in admitted if a is not None) - min(p for p in paused if p is not None)
         result = {"mode": "direct bindings", "bindings": COUNT, "target_rate_per_s": RATE,
