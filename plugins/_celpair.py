@@ -16,7 +16,6 @@ CEL activations are built lazily, once per job per call and once per cluster sta
 
 from __future__ import annotations
 
-import re
 from functools import partial
 from typing import Any, Callable, Hashable, Optional
 
@@ -24,41 +23,19 @@ from engine.cel import CelExpression, CelRuntimeError, to_cel
 from engine.cel_vars import CelCache, cluster_vars, job_vars
 from engine.core.state import FleetState
 from engine.model import Cluster, Job
-from engine.resources import GPU
-
-_STRING = re.compile(r"'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"")
-
+from plugins._celjob import FIELDS, freeze, referenced_fields
 
 def _frozen(mapping: dict[str, Any]) -> frozenset[tuple[str, Any]]:
     return frozenset(mapping.items())
 
 
-_JOB_FIELDS: dict[str, Callable[[Job], Hashable]] = {
-    "name": lambda j: j.name,
-    "namespace": lambda j: j.namespace,
-    "kind": lambda j: j.kind,
-    "queue": lambda j: j.queue,
-    "priority": lambda j: j.priority,
-    "priorityClassName": lambda j: j.priority_class,
-    "labels": lambda j: _frozen(j.labels),
-    "annotations": lambda j: _frozen(j.annotations),
-    "submitTime": lambda j: float(j.submit_time),
-    "attempts": lambda j: j.attempts,
-    "replicas": lambda j: sum(t.replicas for t in j.tasks),
-    "minAvailable": lambda j: sum(t.min_available for t in j.tasks),
-    "demand": lambda j: _frozen(j.demand),
-    "minDemand": lambda j: _frozen(j.min_demand),
-    "gpus": lambda j: j.demand.get(GPU, 0),
-    "tasks": lambda j: tuple((t.name, t.replicas, t.min_available, _frozen(t.resources)) for t in j.tasks),
-}
+def _frozen_field(getter: Callable[[Job], Any], job: Job) -> Hashable:
+    return freeze(getter(job))
 
 
-def referenced_fields(text: str, variable: str) -> Optional[frozenset[str]]:
-    """The fields ``text`` reads as ``variable.<field>``; None when it uses ``variable`` otherwise."""
-    code = _STRING.sub("''", text)
-    fields = set(re.findall(rf"(?<![\w.]){variable}\s*\.\s*([A-Za-z_]\w*)", code))
-    bare = re.search(rf"(?<![\w.]){variable}\b(?!\s*\.)", code)
-    return None if bare else frozenset(fields)
+# the job fields' values come from _celjob.FIELDS (kept equal to job_vars by a test), made hashable
+_JOB_FIELDS: dict[str, Callable[[Job], Hashable]] = {name: partial(_frozen_field, getter)
+                                                      for name, getter in FIELDS.items()}
 
 
 class PairCel:

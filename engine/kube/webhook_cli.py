@@ -8,30 +8,16 @@ import json
 import logging
 from typing import Any, Optional
 
-import yaml
 
 from engine.errors import InputError
 from engine.kube.webhook import ManagedSelector, selector_from_policy
 from engine.kube.webhook_server import WebhookServer, serve
+from engine.policy import load_policy_text
 
 
 def selector_from_text(text: str, source: str) -> ManagedSelector:
-    """Use the policy module when it exists; otherwise read ``managedWorkloads`` from the YAML ourselves."""
-    try:
-        from engine.policy import load_policy_text  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        load_policy_text = None  # type: ignore[assignment,unused-ignore]
-    if load_policy_text is not None:
-        return selector_from_policy(load_policy_text(text, source))
-    try:
-        doc = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML: {exc}", source) from None
-    if not isinstance(doc, dict):
-        raise InputError("policy must be a mapping", source)
-    spec: dict[str, Any] = doc["spec"] if isinstance(doc.get("spec"), dict) else doc
-    managed = spec.get("managedWorkloads") or spec.get("managed_workloads")
-    return selector_from_policy(managed) if managed else ManagedSelector()
+    """Which workloads the policy manages; the policy is fully validated (a bad one is refused)."""
+    return selector_from_policy(load_policy_text(text, source))
 
 
 def selector_from_file(path: str) -> ManagedSelector:
