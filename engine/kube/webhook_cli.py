@@ -8,7 +8,6 @@ import json
 import logging
 from typing import Any, Optional
 
-
 from engine.errors import InputError
 from engine.kube.webhook import ManagedSelector, selector_from_policy
 from engine.kube.webhook_server import WebhookServer, serve
