@@ -258,7 +258,8 @@ class Engine:
             for part in self.pipeline.score(job=job, clusters=candidates, state=state):
                 for cluster, value in part.items():
                     scores[cluster] = scores.get(cluster, 0) + value
-            candidates = sorted(candidates, key=lambda c: (-scores.get(c.name, 0), c.name))
+            score_of = scores.get           # candidates come in name order and sorted() is stable:
+            candidates = sorted(candidates, key=lambda c: -score_of(c.name, 0))   # ties stay by name
         decided = self.pipeline.place(job=job, clusters=candidates, state=state)
         if decided is not None:
             return decided
