@@ -61,8 +61,11 @@ def parse_quantity(value: object, resource: str = "", where: str = "") -> int:
     return int(number.to_integral_value(rounding=ROUND_CEILING))
 
 
-def parse_resources(mapping: object, where: str = "") -> Resources:
-    """Parse ``{cpu: "2", memory: 2Gi}`` into a resource vector, naming the bad field."""
+def parse_resources(mapping: object, where: str = "", keep_zero: bool = False) -> Resources:
+    """Parse ``{cpu: "2", memory: 2Gi}`` into a resource vector, naming the bad field.
+
+    ``keep_zero`` is for limits (a queue's capability): there an explicit ``nvidia.com/gpu: 0``
+    means "none", while an absent resource means "unlimited", so the zero must survive."""
     if mapping is None:
         return {}
     if not isinstance(mapping, Mapping):
@@ -71,7 +74,7 @@ def parse_resources(mapping: object, where: str = "") -> Resources:
     for name, raw in mapping.items():
         field = f"{where}.{name}" if where else str(name)
         amount = parse_quantity(raw, str(name), field)
-        if amount:
+        if amount or keep_zero:
             out[str(name)] = amount
     return out
 

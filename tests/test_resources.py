@@ -54,3 +54,8 @@ def test_dominant_share_is_the_largest_ratio() -> None:
     assert dominant_share({"cpu": 50, "memory": 10}, {"cpu": 100, "memory": 100}) == 0.5
     assert dominant_share({"nvidia.com/gpu": 1}, {"cpu": 100}) == 1.0
     assert dominant_share({}, {"cpu": 100}) == 0.0
+
+
+def test_explicit_zero_limits_survive_only_when_asked() -> None:
+    assert parse_resources({"cpu": "4", "nvidia.com/gpu": "0"}) == {"cpu": 4000}
+    assert parse_resources({"cpu": "4", "nvidia.com/gpu": "0"}, keep_zero=True) == {"cpu": 4000, "nvidia.com/gpu": 0}

@@ -98,9 +98,9 @@ def queue_from_obj(obj: Obj) -> Queue:
         name=str(meta(obj).get("name", "")), parent=str(parent) if parent and parent != "root" else None,
         weight=max(weight, 1), priority=_signed_int(spec.get("priority"), f"{where}: spec.priority"),
         open=state not in ("Closed", "Closing"),
-        capability=parse_resources(capability, f"{where}: spec.capability") if capability else None,
+        capability=parse_resources(capability, f"{where}: spec.capability", keep_zero=True) if capability else None,
         guarantee=parse_resources(guarantee.get("resource"), f"{where}: spec.guarantee.resource"),
-        deserved=parse_resources(deserved, f"{where}: spec.deserved") if deserved else None,
+        deserved=parse_resources(deserved, f"{where}: spec.deserved", keep_zero=True) if deserved else None,
         labels=_labels(obj),
     )
 

@@ -197,9 +197,9 @@ def _build(raw: dict[str, Any], source: str, seed_override: Optional[int]) -> Sc
         queues.append(Queue(
             q["name"], parent=q.get("parent"), weight=int(q.get("weight", 1)), priority=int(q.get("priority", 0)),
             open=bool(q.get("open", True)),
-            capability=parse_resources(q["capability"], at(f"{where}.capability")) if "capability" in q else None,
+            capability=parse_resources(q["capability"], at(f"{where}.capability"), keep_zero=True) if "capability" in q else None,
             guarantee=parse_resources(q.get("guarantee"), at(f"{where}.guarantee")),
-            deserved=parse_resources(q["deserved"], at(f"{where}.deserved")) if "deserved" in q else None,
+            deserved=parse_resources(q["deserved"], at(f"{where}.deserved"), keep_zero=True) if "deserved" in q else None,
             labels=dict(q.get("labels", {}))))
     _unique([q.name for q in queues], at("queues"), "queue")
     queue_names = {q.name for q in queues}

@@ -110,3 +110,8 @@ def test_template_outcome_and_started() -> None:
     vc["status"] = {"state": {"phase": "Completed"}, "succeeded": 2}
     assert template_outcome(vc) is True and template_started(vc)
     assert not template_started(o.deployment("d"))
+
+
+def test_queue_capability_of_zero_means_none_not_unlimited() -> None:
+    q = queue_from_obj(o.queue("cpu-only", capability={"cpu": "40", "nvidia.com/gpu": "0"}))
+    assert q.capability == {"cpu": 40_000, "nvidia.com/gpu": 0}

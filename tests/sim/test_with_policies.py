@@ -89,3 +89,17 @@ def test_atoll_simulate_bad_scenario_is_one_line_exit_2(tmp_path: Path, capsys: 
     assert main(["simulate", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"atoll: error: {bad}: spec.clusters (line 5):") and len(err.splitlines()) == 1
+
+
+def test_a_queue_capability_of_zero_gpus_admits_no_gpu_job() -> None:
+    body = """
+clusters:
+  - {name: m1, nodes: [{count: 2, allocatable: {cpu: "10", memory: 10Gi, pods: "110", nvidia.com/gpu: "8"}}]}
+queues: [{name: cpu-only, capability: {cpu: "20", nvidia.com/gpu: "0"}}]
+jobs:
+  - {name: train, queue: cpu-only, submitAt: 0s, duration: 60s, tasks: [{name: w, replicas: 1, resources: {cpu: "1", nvidia.com/gpu: "1"}}]}
+  - {name: etl, queue: cpu-only, submitAt: 0s, duration: 60s, tasks: [{name: w, replicas: 1, resources: {cpu: "1"}}]}
+"""
+    result = run("default", body)
+    assert result.jobs["default/etl"].state == "Succeeded"
+    assert result.jobs["default/train"].state == "Pending"      # kept, never run: zero means none
