@@ -8,23 +8,11 @@ from engine.hookspecs import hookimpl
 from engine.kube import plan
 from engine.kube.controller import Controller
 from engine.kube.plan import Event, Patch
-from engine.model import Failure, Job, JobState, Queue, Recovery
+from engine.model import Failure, Job, JobState, Recovery
 from engine.pipeline import Pipeline
 from engine.plugin import Plugin
+from tests.core.test_scheduler import Priority as ByPriority
 from tests.kube import objects as o
-
-
-class ByPriority(Plugin):
-    name = "t-priority"
-    stages = ("order",)
-
-    @hookimpl
-    def atoll_job_order(self, job: Job) -> tuple[int]:
-        return (-job.priority,)
-
-    @hookimpl
-    def atoll_queue_order(self, queue: Queue) -> tuple[int]:
-        return (-queue.priority,)
 
 
 class Requeue(Plugin):
