@@ -29,9 +29,10 @@ unit: setup
 
 # CI gets its own fleet (state dir and port block), so it never reuses or collides with a developer's
 # fleet on the default /tmp/atoll-e2e and ports 31400+. Either can still be overridden from the environment.
+# Port blocks stay below the kernel's ephemeral range (32768+), where client sockets take ports at random.
 ifeq ($(CI),true)
 export ATOLL_E2E_STATE ?= /tmp/atoll-e2e-ci
-export ATOLL_E2E_BASE_PORT ?= 34400
+export ATOLL_E2E_BASE_PORT ?= 28400
 endif
 
 e2e-build: setup                  ## build/cache Karmada, Kubernetes, kwok, etcd, helm from Go modules (warm: no-op)

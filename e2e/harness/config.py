@@ -20,6 +20,7 @@ DEFAULT_NODE = {
     "labels": {"atoll.dev/pool": "default"},
 }
 MAX_MEMBERS = 30
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
 
 class ConfigError(ValueError):
@@ -153,6 +154,28 @@ def _env_int(name: str) -> int:
         return int(value) if value else 0
     except ValueError:
         raise ConfigError(f"environment variable {name}={value!r}: expected an integer") from None
+
+
+def ephemeral_ports(source: Path = EPHEMERAL_RANGE_FILE) -> range:
+    """The ports the kernel hands to outgoing connections: a listener there can find its port taken at random
+    (a test's client socket took the etcd port of a second fleet in CI), so fleets must stay outside it."""
+    try:
+        low, high = (int(v) for v in source.read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999                          # Linux's default
+    return range(low, high + 1)
+
+
+def check_outside_ephemeral(ports: list[int], ephemeral: range) -> None:
+    """Refuse a port block that overlaps the ephemeral range, naming both and the highest safe base."""
+    clash = [p for p in ports if p in ephemeral]
+    if clash:
+        span = max(ports) - min(ports)
+        raise ConfigError(
+            f"basePort: ports {min(ports)}-{max(ports)} overlap the kernel's ephemeral port range "
+            f"{ephemeral.start}-{ephemeral.stop - 1} (net.ipv4.ip_local_port_range), where outgoing connections "
+            f"take ports at random and a fleet fails to start now and then; choose a base port between 1025 and "
+            f"{ephemeral.start - 1 - span} (e.g. ATOLL_E2E_BASE_PORT=29400)")
 
 
 def load_config(path: Path | None = None, members: int | None = None, nodes: int | None = None,

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from . import build, host, member
-from .config import FleetConfig
+from .config import FleetConfig, check_outside_ephemeral, ephemeral_ports
 from .kube import Kube, KubeError, wait_for
 from .pki import Pki, ensure_pki
 from .procs import Supervisor, port_in_use, rss_kib, tail
@@ -127,6 +127,7 @@ class Fleet:
                 return FleetInfo.load(self.state)
             raise FleetError(f"a fleet is partly running in {self.state} ({'; '.join(problems)}); "
                              "run `e2e/fleet down` first")
+        check_outside_ephemeral([port for _, port in self.cfg.ports.table(self.cfg.members)], ephemeral_ports())
         art = build.require()
         busy = [f"{what} :{port}" for what, port in self.cfg.ports.table(self.cfg.members) if port_in_use(port)]
         if busy:

@@ -5,7 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from e2e.harness.config import DEFAULT_BASE_PORT, MAX_MEMBERS, ConfigError, load_config
+import re
+
+from e2e.harness.config import (DEFAULT_BASE_PORT, MAX_MEMBERS, ConfigError, check_outside_ephemeral, ephemeral_ports,
+                                load_config)
+from e2e.harness.fleet import Fleet
+from e2e.tests.test_lifecycle import OFFSET
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "fleet.example.yaml"
 
@@ -28,14 +33,44 @@ def test_every_port_explicit_and_unique_within_a_fleet() -> None:
 
 
 def test_second_fleet_port_block_never_collides_with_the_default() -> None:
-    # the controller's fleet runs with ATOLL_E2E_BASE_PORT=33400 next to the default one at 31400
-    assert not set(ports(DEFAULT_BASE_PORT, MAX_MEMBERS)) & set(ports(33400, MAX_MEMBERS))
+    # a second fleet (e.g. CI's, or one per engineer) runs 1000 below the default one at 31400
+    assert not set(ports(DEFAULT_BASE_PORT, MAX_MEMBERS)) & set(ports(DEFAULT_BASE_PORT - 1000, MAX_MEMBERS))
 
 
 def test_base_port_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ATOLL_E2E_BASE_PORT", "33400")
+    monkeypatch.setenv("ATOLL_E2E_BASE_PORT", "29400")
     cfg = load_config()
-    assert cfg.ports.apiserver == 33410 and cfg.members[0].ports.apiserver == 33500
+    assert cfg.ports.apiserver == 29410 and cfg.members[0].ports.apiserver == 29500
+
+
+def ci_base_port() -> int:
+    found = re.search(r"ATOLL_E2E_BASE_PORT \?= (\d+)", (Path(__file__).parents[2] / "Makefile").read_text())
+    assert found, "the Makefile sets CI's port block"
+    return int(found.group(1))
+
+
+@pytest.mark.parametrize("ephemeral", [range(32768, 61000), ephemeral_ports()], ids=["linux-default", "this-machine"])
+def test_shipped_port_blocks_stay_out_of_the_ephemeral_range(ephemeral: range) -> None:
+    # the default fleet, CI's fleet, and the second fleet test_lifecycle starts next to either
+    for base in (DEFAULT_BASE_PORT, ci_base_port()):
+        check_outside_ephemeral(ports(base, 2), ephemeral)
+        check_outside_ephemeral(ports(base + OFFSET, 1), ephemeral)
+        assert not set(ports(base, 2)) & set(ports(base + OFFSET, 1))
+
+
+def test_ephemeral_range_read_from_the_kernel_file(tmp_path: Path) -> None:
+    f = tmp_path / "ip_local_port_range"
+    f.write_text("40000\t50000\n")
+    assert ephemeral_ports(f) == range(40000, 50001)
+    assert ephemeral_ports(tmp_path / "missing") == range(32768, 61000)
+
+
+def test_up_refuses_a_block_in_the_ephemeral_range_before_starting_anything(tmp_path: Path) -> None:
+    low = ephemeral_ports().start
+    fleet = Fleet(load_config(members=1, base_port=low), tmp_path / "state")
+    with pytest.raises(ConfigError, match=rf"ports {low}-{low + 103} overlap the kernel's ephemeral port range"):
+        fleet.up()
+    assert not (tmp_path / "state" / "logs").exists()
 
 
 def test_bad_environment_integer_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:

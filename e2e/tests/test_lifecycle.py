@@ -14,7 +14,7 @@ from e2e.harness.procs import exited, port_in_use
 
 pytestmark = pytest.mark.e2e
 
-OFFSET = 600  # above the session fleet's block (base .. base+100+10*30)
+OFFSET = 500  # above the session fleet's block (base .. base+113 for two members); this one has one member
 
 
 def small_fleet(fleet: FleetHandle, state: Path) -> Fleet:
