@@ -11,6 +11,7 @@ from e2e.harness.config import (DEFAULT_BASE_PORT, MAX_MEMBERS, ConfigError, che
                                 load_config)
 from e2e.harness.fleet import Fleet
 from e2e.tests.test_lifecycle import OFFSET
+from e2e.tests.webhook_support import LISTEN_PORTS, free_port
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "fleet.example.yaml"
 
@@ -94,3 +95,10 @@ def test_unknown_override_key_is_named(tmp_path: Path) -> None:
     f.write_text("members:\n  overrides:\n    member1:\n      nodes: {cuont: 3}\n")
     with pytest.raises(ConfigError, match=r"members\.overrides\.member1\.nodes: unknown keys \['cuont'\]"):
         load_config(f)
+
+
+def test_ports_for_test_processes_stay_clear_of_fleets_and_the_ephemeral_range() -> None:
+    taken = set(ports(DEFAULT_BASE_PORT, MAX_MEMBERS)) | set(ports(ci_base_port(), MAX_MEMBERS))
+    assert not taken & set(LISTEN_PORTS)
+    assert not set(LISTEN_PORTS) & set(ephemeral_ports())
+    assert free_port() in LISTEN_PORTS

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import random
 import socket
 import ssl
 import subprocess
@@ -31,11 +32,20 @@ def fleet_or_skip() -> FleetInfo:
     return info
 
 
+LISTEN_PORTS = range(20000, 28000)   # below the fleets' blocks and the kernel's ephemeral range
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A free port for a process the test starts. Not from bind(0): that hands out an ephemeral port, which a
+    client socket may take in the second before the process listens on it."""
+    for port in random.sample(LISTEN_PORTS, 50):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {LISTEN_PORTS.start}-{LISTEN_PORTS.stop - 1}")
 
 
 @dataclass
