@@ -103,34 +103,36 @@ def test_release_reopens_the_backlog() -> None:
     assert [a.job_id for a in engine.cycle(1).admitted] == ["b"]
 
 
-def test_inflight_reservation_survives_stale_status_until_newer_report() -> None:
+def m1_report(allocated_cpu_milli: int, at: float) -> Cluster:
+    """Cluster m1's status as Karmada would report it at time ``at``."""
+    report = cluster("m1", "4")
+    report.allocated = {"cpu": allocated_cpu_milli} if allocated_cpu_milli else {}
+    report.status_time = at
+    return report
+
+
+def engine_with_a_started_on_m1() -> Engine:
+    """Job a (4 cpu) admitted at 0 and started at 1 on m1 (4 cpu), no status report since."""
     engine = make_engine()
     engine.upsert_queue(Queue("q"))
     engine.upsert_cluster(cluster("m1", "4"))
     engine.submit(job("a", "4"))
     engine.cycle(0)
     engine.started("a", now=1)
-    stale = cluster("m1", "4")
-    stale.status_time = 0.5                      # taken before a's pods existed
-    engine.upsert_cluster(stale)
+    return engine
+
+
+def test_inflight_reservation_survives_stale_status_until_newer_report() -> None:
+    engine = engine_with_a_started_on_m1()
+    engine.upsert_cluster(m1_report(0, at=0.5))                   # taken before a's pods existed
     assert engine.state.free("m1").get("cpu", 0) == 0
-    fresh = cluster("m1", "4")
-    fresh.allocated = {"cpu": 4000}
-    fresh.status_time = 2
-    engine.upsert_cluster(fresh)
+    engine.upsert_cluster(m1_report(4000, at=2))
     assert engine.state.free("m1").get("cpu", 0) == 0 and not engine.state.inflight("m1")
 
 
 def test_finished_job_capacity_is_credited_until_a_report_newer_than_its_end() -> None:
-    engine = make_engine()
-    engine.upsert_queue(Queue("q"))
-    engine.upsert_cluster(cluster("m1", "4"))
-    engine.submit(job("a", "4"))
-    engine.cycle(0)
-    engine.started("a", now=1)
-    counted = cluster("m1", "4")
-    counted.allocated, counted.status_time = {"cpu": 4000}, 2      # the report counts a's pods
-    engine.upsert_cluster(counted)
+    engine = engine_with_a_started_on_m1()
+    engine.upsert_cluster(m1_report(4000, at=2))                  # the report counts a's pods
     assert engine.state.free("m1").get("cpu", 0) == 0
     engine.submit(job("b", "4"))
     assert engine.cycle(3).admitted == []
@@ -138,27 +140,16 @@ def test_finished_job_capacity_is_credited_until_a_report_newer_than_its_end() -
     assert engine.state.free("m1")["cpu"] == 4000
     assert [a.job_id for a in engine.cycle(5).admitted] == ["b"]
     assert engine.state.free("m1").get("cpu", 0) == 0          # b's booking uses a's credit
-    older = cluster("m1", "4")
-    older.allocated, older.status_time = {"cpu": 4000}, 4      # taken before a ended: credit stays
-    engine.upsert_cluster(older)
+    engine.upsert_cluster(m1_report(4000, at=4))                  # taken before a ended: credit stays
     assert engine.state.credits("m1") and engine.state.free("m1").get("cpu", 0) == 0
-    newer = cluster("m1", "4")
-    newer.status_time = 6                                       # a's pods gone, b's not yet started
-    engine.upsert_cluster(newer)
+    engine.upsert_cluster(m1_report(0, at=6))                     # a's pods gone, b's not yet started
     assert not engine.state.credits("m1") and engine.state.free("m1").get("cpu", 0) == 0
 
 
 def test_no_credit_without_an_exact_end_or_when_the_report_is_newer_than_the_end() -> None:
     for ended_at in (None, 1.5):
-        engine = make_engine()
-        engine.upsert_queue(Queue("q"))
-        engine.upsert_cluster(cluster("m1", "4"))
-        engine.submit(job("a", "4"))
-        engine.cycle(0)
-        engine.started("a", now=1)
-        counted = cluster("m1", "4")
-        counted.allocated, counted.status_time = {"cpu": 4000}, 2
-        engine.upsert_cluster(counted)
+        engine = engine_with_a_started_on_m1()
+        engine.upsert_cluster(m1_report(4000, at=2))
         engine.finished("a", ended_at=ended_at)   # unknown end, or one the t=2 report may already show
         assert not engine.state.credits("m1") and engine.state.free("m1").get("cpu", 0) == 0
 
