@@ -21,6 +21,7 @@ from e2e.harness.config import load_config
 from e2e.harness.fleet import Fleet, FleetError, FleetInfo, state_root
 from e2e.harness.kube import Kube
 from e2e.harness.procs import tail
+from e2e.tests.support import delete, namespace, unique
 
 LOG_LINES = int(os.environ.get("ATOLL_E2E_LOG_LINES", "25"))
 
@@ -70,6 +71,17 @@ def fleet() -> Iterator[FleetHandle]:
 @pytest.fixture(scope="session")
 def host(fleet: FleetHandle) -> Kube:
     return fleet.host()
+
+
+@pytest.fixture
+def ns(host: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace per test, named after its module (test_controller_bind -> atoll-controller-bind-1a2b3c);
+    deleting it at the end takes the test's objects with it."""
+    module = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+    name = unique("atoll-" + module.replace("_", "-"))
+    namespace(host, name)
+    yield name
+    delete(host, f"/api/v1/namespaces/{name}")
 
 
 @pytest.fixture(scope="session")

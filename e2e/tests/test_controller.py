@@ -41,13 +41,6 @@ def running(fleet: FleetHandle, tmp_path_factory: pytest.TempPathFactory) -> Ite
         yield ctl
 
 
-@pytest.fixture
-def ns(host: Kube) -> Iterator[str]:
-    name = unique("atoll-ctl")
-    namespace(host, name)
-    yield name
-    delete(host, f"/api/v1/namespaces/{name}")
-
 
 def test_paused_at_create_then_resumed_and_scheduled(fleet: FleetHandle, host: Kube, running: ControllerProcess,
                                                      ns: str) -> None:

@@ -4,26 +4,18 @@ placement (karmada-scheduler ignores them), a Scheduled condition, and Karmada d
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from e2e.conftest import FleetHandle
 from e2e.harness.kube import Kube
 from e2e.tests.controller_support import annotations_of, atoll, job, rb_name, wait_admitted
-from e2e.tests.support import binding, delete, is_true, namespace, propagation_policy, unique, until
+from e2e.tests.support import binding, is_true, propagation_policy, until
 
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 
-
-@pytest.fixture
-def ns(host: Kube) -> Iterator[str]:
-    name = unique("atoll-bind")
-    namespace(host, name)
-    yield name
-    delete(host, f"/api/v1/namespaces/{name}")
 
 
 def test_bind_mode_writes_clusters_and_karmada_dispatches(fleet: FleetHandle, host: Kube, ns: str,

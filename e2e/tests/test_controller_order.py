@@ -33,13 +33,6 @@ def running(fleet: FleetHandle, tmp_path_factory: pytest.TempPathFactory) -> Ite
         yield ctl
 
 
-@pytest.fixture
-def ns(host: Kube) -> Iterator[str]:
-    name = unique("atoll-order")
-    namespace(host, name)
-    yield name
-    delete(host, f"/api/v1/namespaces/{name}")
-
 
 @pytest.fixture
 def queues(host: Kube) -> Iterator[list[str]]:

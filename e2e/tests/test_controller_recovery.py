@@ -11,26 +11,18 @@ import json
 import os
 import signal
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from e2e.conftest import FleetHandle
 from e2e.harness.kube import Kube
 from e2e.tests.controller_support import (annotations_of, atoll, events_for, job, propagate, rb_name, wait_admitted)
-from e2e.tests.support import binding, delete, is_true, namespace, unique, until
+from e2e.tests.support import binding, is_true, until
 
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 
-
-@pytest.fixture
-def ns(host: Kube) -> Iterator[str]:
-    name = unique("atoll-recover")
-    namespace(host, name)
-    yield name
-    delete(host, f"/api/v1/namespaces/{name}")
 
 
 def apiserver_pid(fleet: FleetHandle, member: str) -> int:

@@ -6,7 +6,6 @@ import contextlib
 import time
 import urllib.error
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -22,13 +21,6 @@ pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
 JOBS = 12          # 1 pod x 30 cpu each; the fleet has 4 such slots, so they go in ~3 waves
 
-
-@pytest.fixture
-def ns(host: Kube) -> Iterator[str]:
-    name = unique("atoll-restart")
-    namespace(host, name)
-    yield name
-    delete(host, f"/api/v1/namespaces/{name}")
 
 
 def test_kill_leader_mid_stream_standby_takes_over_nothing_lost_nothing_twice(

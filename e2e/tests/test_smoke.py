@@ -2,15 +2,14 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from e2e.conftest import FleetHandle
 from e2e.harness.kube import Kube
-from e2e.tests.support import (batch_job, binding, condition, delete, is_true, namespace, propagation_policy,
-                               scheduled, unique, until, works_for)
+from e2e.tests.support import (batch_job, binding, condition, is_true, namespace, propagation_policy, scheduled, until,
+                               works_for)
 from engine.resources import parse_quantity
 
 pytestmark = pytest.mark.e2e
@@ -18,13 +17,6 @@ pytestmark = pytest.mark.e2e
 PARALLELISM = 4
 RUN_SECONDS = 5
 
-
-@pytest.fixture
-def ns(host: Kube) -> Iterator[str]:
-    name = unique("atoll-smoke")
-    namespace(host, name)
-    yield name
-    delete(host, f"/api/v1/namespaces/{name}")
 
 
 def _ts(value: str) -> datetime.datetime:

@@ -7,27 +7,19 @@ documented merge patch resumes it, and the Job reaches the member and completes 
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from e2e.conftest import FleetHandle
 from e2e.harness.kube import Kube
-from e2e.tests.support import (batch_job, binding, create, delete, is_true, merge_patch, namespace, rb_path, scheduled,
-                               unique, until, works_for)
+from e2e.tests.support import (batch_job, binding, create, is_true, merge_patch, namespace, rb_path, scheduled, until,
+                               works_for)
 
 pytestmark = pytest.mark.e2e
 
 RESUME = {"spec": {"suspension": {"scheduling": False}}}
 
-
-@pytest.fixture
-def ns(host: Kube) -> Iterator[str]:
-    name = unique("atoll-suspend")
-    namespace(host, name)
-    yield name
-    delete(host, f"/api/v1/namespaces/{name}")
 
 
 def job_binding(ns: str, job: dict[str, Any], cluster: str, paused: bool) -> dict[str, Any]:

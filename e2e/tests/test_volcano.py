@@ -6,7 +6,6 @@ members, Karmada's interpreter for batch.volcano.sh Job, Works, member objects).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,13 +20,6 @@ pytestmark = pytest.mark.e2e
 VC_JOBS = "/apis/batch.volcano.sh/v1alpha1"
 QUEUES = "/apis/scheduling.volcano.sh/v1beta1/queues"
 
-
-@pytest.fixture
-def ns(host: Kube) -> Iterator[str]:
-    name = unique("atoll-volcano")
-    namespace(host, name)
-    yield name
-    delete(host, f"/api/v1/namespaces/{name}")
 
 
 def queue(name: str) -> dict[str, Any]:
