@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any, Iterator, Optional
 from e2e.harness.fleet import FleetInfo
 from e2e.harness.kube import Kube, KubeError
 from e2e.tests.support import RUN_SECONDS, binding, delete, propagation_policy, unique, until
-from e2e.tests.webhook_support import WebhookProcess, free_port, registered, start_webhook
+from e2e.tests.webhook_support import WebhookProcess, free_port, registered, start_webhook, wait_serving
 
 REPO = Path(__file__).resolve().parents[2]
 POLICY_NS = "atoll-system"
@@ -67,17 +66,8 @@ def start_controller(info: FleetInfo, workdir: Path, policy_ref: str, extra: Opt
     out = open(log, "ab")
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=str(REPO))
     ctl = ControllerProcess(proc, port, log, argv)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):
-                return ctl
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            ctl.stop()
-            raise RuntimeError(f"atoll run did not start; log {log}:\n{ctl.log_tail()}")
-        time.sleep(0.3)
+    wait_serving("atoll run", f"http://127.0.0.1:{port}/healthz", proc, ctl.stop, log, 60)
+    return ctl
 
 
 def policy_configmap(name: str, text: str, ns: str = POLICY_NS) -> dict[str, Any]:

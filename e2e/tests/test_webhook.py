@@ -12,8 +12,8 @@ import pytest
 
 from e2e.conftest import FleetHandle as FleetInfo
 from e2e.harness.kube import Kube, wait_for
-from e2e.tests.support import works_for
-from e2e.tests.webhook_support import WebhookProcess, delete, registered, start_webhook
+from e2e.tests.support import delete, works_for
+from e2e.tests.webhook_support import WebhookProcess, registered, start_webhook
 from engine.kube.webhook import PAUSED_ANNOTATION
 
 pytestmark = pytest.mark.e2e

@@ -12,12 +12,13 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import pytest
 
 from e2e.harness.fleet import FleetInfo, state_root
-from e2e.harness.kube import Kube, KubeError
+from e2e.harness.kube import Kube
+from e2e.tests.support import delete
 from engine.kube.webhook_certs import CertFiles, write_certs
 
 MWC_NAME = "atoll-e2e-webhook"
@@ -76,18 +77,26 @@ def start_webhook(workdir: Path, policy: Optional[Path] = None) -> WebhookProces
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=str(Path(__file__).parents[2]))
     wh = WebhookProcess(proc, port, certs, log)
-    ctx = ssl.create_default_context(cafile=certs.ca)
-    deadline = time.monotonic() + 30
+    wait_serving("atoll webhook", f"https://127.0.0.1:{port}/readyz", proc, wh.stop, log, 30,
+                 ssl.create_default_context(cafile=certs.ca))
+    return wh
+
+
+def wait_serving(what: str, url: str, proc: subprocess.Popen[bytes], stop: Callable[[], None], log: Path, timeout: float,
+                 context: Optional[ssl.SSLContext] = None) -> None:
+    """Until ``url`` answers 200; if the process exits or the deadline passes, stop it and raise with its log."""
+    deadline = time.monotonic() + timeout
     while True:
         try:
-            with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", context=ctx, timeout=2) as r:
+            with urllib.request.urlopen(url, context=context, timeout=2) as r:
                 if r.status == 200:
-                    return wh
+                    return
         except OSError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
-            wh.stop()
-            raise RuntimeError(f"atoll webhook did not start; log {log}:\n{log.read_text()[-2000:]}")
+            stop()
+            raise RuntimeError(f"{what} did not start serving {url}; log {log}:\n"
+                               f"{log.read_text(errors='replace')[-3000:]}")
         time.sleep(0.2)
 
 
@@ -108,14 +117,6 @@ def webhook_configuration(wh: WebhookProcess, failure_policy: str = "Ignore") ->
                  "values": ["karmada-system", "karmada-cluster", "kube-system", "kube-public", "kube-node-lease"]}]},
         }],
     }
-
-
-def delete(kube: Kube, path: str) -> None:
-    try:
-        kube.request("DELETE", path)
-    except KubeError as e:
-        if e.status != 404:
-            raise
 
 
 def registered(kube: Kube, wh: WebhookProcess, failure_policy: str = "Ignore") -> Iterator[None]:
