@@ -116,28 +116,24 @@ class Supervisor:
         if self.get(name) is None:
             raise RuntimeError(f"{name} exited; log {self.log_path(name)}:\n{tail(self.log_path(name), 25)}")
 
+    def _signal_and_wait(self, procs: list[Proc], sig: signal.Signals, grace: float) -> None:
+        """Signal each process group, then wait up to ``grace`` seconds until none of them is left."""
+        for p in procs:
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(self.get(p.name) for p in procs):
+            time.sleep(0.1)
+
     def stop_all(self, grace: float = 10.0) -> list[str]:
         """Stop every recorded component (reverse order); returns the names that were running."""
         names = list(reversed(self.recorded()))
         running = [p for p in (self.get(n) for n in names) if p is not None]
-        for p in running:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(self.get(p.name) for p in running):
-            time.sleep(0.2)
-        for p in running:
-            if self.get(p.name) is not None:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        # SIGKILL is asynchronous: a big process (kube-apiserver) can take a moment to go
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(self.get(p.name) for p in running):
-            time.sleep(0.1)
+        self._signal_and_wait(running, signal.SIGTERM, grace)
+        # SIGKILL is asynchronous too: a big process (kube-apiserver) can take a moment to go
+        self._signal_and_wait([p for p in running if self.get(p.name) is not None], signal.SIGKILL, grace)
         survivors = [p.name for p in running if self.get(p.name) is not None]
         if survivors:  # keep their pid files, so a later `down` can try again
             raise RuntimeError(f"still running {grace:.0f}s after SIGKILL: {survivors}")
