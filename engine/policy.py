@@ -24,7 +24,7 @@ from engine.hookspecs import STAGES
 from engine.pipeline import Pipeline
 from engine.plugin import SCHEMA_DIR, Plugin, PluginCatalog, discover
 from engine.schema_check import BadSchema, first_error, load_schema_file, with_defaults
-from engine.yaml_source import PathPart, format_path, line_of, load_yaml
+from engine.yaml_source import PathPart, format_path, line_of, load_yaml, read_source
 
 POLICY_SCHEMA_PATH = SCHEMA_DIR / "policy.schema.json"
 API_VERSION = "atoll.dev/v1alpha1"
@@ -56,13 +56,7 @@ def default_catalog() -> PluginCatalog:
 
 def load_policy(path: str | Path, catalog: Optional[PluginCatalog] = None) -> Policy:
     """Read and load a policy file (see ``load_policy_text``)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read policy: {exc.strerror or exc}", str(path)) from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"policy is not UTF-8 text: {exc.reason} at byte {exc.start}", str(path)) from None
-    return load_policy_text(text, str(path), catalog)
+    return load_policy_text(read_source(path, "policy"), str(path), catalog)
 
 
 def load_policy_text(text: str, source: str, catalog: Optional[PluginCatalog] = None) -> Policy:

@@ -6,6 +6,7 @@ quietly lose a config, so duplicate keys are errors here.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
 import yaml
@@ -36,6 +37,16 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def read_source(path: Union[str, Path], what: str) -> str:
+    """A policy's or scenario's text; an unreadable or non-UTF-8 file is an InputError naming it."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {exc.strerror or exc}", str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what} is not UTF-8 text: {exc.reason} at byte {exc.start}", str(path)) from None
 
 
 def load_yaml(text: str, source: str) -> Any:

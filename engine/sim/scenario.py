@@ -17,7 +17,7 @@ from engine.errors import InputError
 from engine.model import Job, Queue, Task
 from engine.resources import Resources, add_into, parse_resources, scale
 from engine.schema_check import first_error, load_schema_file
-from engine.yaml_source import PathPart, format_path, line_of, load_yaml
+from engine.yaml_source import PathPart, format_path, line_of, load_yaml, read_source
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent.parent / "schemas" / "scenario.schema.json"
 MEMBER_SCHEDULERS = ("volcano", "kube-default")
@@ -142,14 +142,7 @@ def _parts(field_path: str) -> list[PathPart]:
 
 def load_scenario(path: str | Path, seed: Optional[int] = None) -> Scenario:
     """Load and expand a scenario file; ``seed`` overrides spec.seed (generators, pod interleaving)."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read scenario: {exc.strerror or exc}", str(path)) from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"scenario is not UTF-8 text: {exc.reason} at byte {exc.start}", str(path)) from None
-    return load_scenario_text(text, str(path), seed)
+    return load_scenario_text(read_source(path, "scenario"), str(path), seed)
 
 
 def load_scenario_text(text: str, source: str, seed: Optional[int] = None) -> Scenario:
