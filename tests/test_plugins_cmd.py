@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -21,8 +22,9 @@ import pytest
 from engine.commands.plugins_cmd import describe
 from engine.core.scheduler import Engine
 from engine.errors import InputError
+from engine.hookspecs import hookimpl
 from engine.model import Cluster, Failure, FailureKind, Job, JobState, Queue, Task
-from engine.plugin import PluginCatalog, PluginEntry, discover
+from engine.plugin import Plugin, PluginCatalog, PluginEntry, discover
 from engine.policy import load_policy_text
 from engine.resources import parse_resources
 from tests.test_policy import CATALOG, GOOD, TCounter, TFifo
@@ -182,12 +184,15 @@ def test_broken_third_party_package_is_named_not_a_traceback(tmp_path: Path, mon
                                       "broken_pkg_missing_module): ModuleNotFoundError:")
 
 
+def plugin_module(monkeypatch: pytest.MonkeyPatch, name: str, cls: type[Plugin]) -> tuple[str, ...]:
+    """An importable module ``name`` that provides ``cls`` the way a pip-installed package does."""
+    module = types.ModuleType(name)
+    module.atoll_plugin_classes = hookimpl(lambda: [cls])  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, name, module)
+    return (name,)
+
+
 def test_misspelt_hook_name_is_reported_at_discovery(monkeypatch: pytest.MonkeyPatch) -> None:
-    import types
-
-    from engine.hookspecs import hookimpl
-    from engine.plugin import Plugin
-
     class Typo(Plugin):
         name = "typo"
         stages = ("admit",)
@@ -196,47 +201,28 @@ def test_misspelt_hook_name_is_reported_at_discovery(monkeypatch: pytest.MonkeyP
         def atoll_admitt(self) -> None:
             return None
 
-    module = types.ModuleType("atoll_test_typo")
-    module.atoll_plugin_classes = hookimpl(lambda: [Typo])  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "atoll_test_typo", module)
     with pytest.raises(InputError) as info:
-        discover(entry_points=False, extra_modules=("atoll_test_typo",))
+        discover(entry_points=False, extra_modules=plugin_module(monkeypatch, "atoll_test_typo", Typo))
     assert str(info.value) == ("plugins: atoll_test_typo: plugin 'typo' marks atoll_admitt as hook implementation(s), "
                                "but engine/hookspecs.py has no such hook (misspelt?)")
 
 
 def test_plugin_names_must_be_listable(monkeypatch: pytest.MonkeyPatch) -> None:
-    import types
-
-    from engine.hookspecs import hookimpl
-    from engine.plugin import Plugin
-
     class Upper(Plugin):
         name = "My.Plugin"
         stages = ("admit",)
 
-    module = types.ModuleType("atoll_test_upper")
-    module.atoll_plugin_classes = hookimpl(lambda: [Upper])  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "atoll_test_upper", module)
     with pytest.raises(InputError, match=r"plugin name 'My.Plugin' must be lower-case letters, digits and '-'"):
-        discover(entry_points=False, extra_modules=("atoll_test_upper",))
+        discover(entry_points=False, extra_modules=plugin_module(monkeypatch, "atoll_test_upper", Upper))
 
 
 def test_a_name_clash_with_a_builtin_names_both_sources(monkeypatch: pytest.MonkeyPatch) -> None:
-    import types
-
-    from engine.hookspecs import hookimpl
-    from engine.plugin import Plugin
-
     class MyFifo(Plugin):
         name = "fifo"
         stages = ("order",)
 
-    module = types.ModuleType("atoll_test_clash")
-    module.atoll_plugin_classes = hookimpl(lambda: [MyFifo])  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "atoll_test_clash", module)
     with pytest.raises(InputError) as info:
-        discover(entry_points=False, extra_modules=("atoll_test_clash",))
+        discover(entry_points=False, extra_modules=plugin_module(monkeypatch, "atoll_test_clash", MyFifo))
     assert str(info.value) == "plugins: plugin name 'fifo' is provided twice: by atoll (built-in) and by atoll_test_clash"
 
 
