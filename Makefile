@@ -17,7 +17,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-test: typecheck unit e2e          ## set up and run everything: types, unit + property, e2e on a real Karmada fleet
+# e2e-build before unit: the chart tests render charts/atoll with the helm it builds
+test: typecheck e2e-build unit e2e  ## set up and run everything: types, unit + property, e2e on a real Karmada fleet
 
 test-all: test                    ## kept as an alias of test
 
