@@ -14,23 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
-import pytest
-
-from e2e.harness.fleet import FleetInfo, state_root
 from e2e.harness.kube import Kube
 from e2e.tests.support import delete
 from engine.kube.webhook_certs import CertFiles, write_certs
 
 MWC_NAME = "atoll-e2e-webhook"
-
-
-def fleet_or_skip() -> FleetInfo:
-    if not (state_root() / "fleet.json").exists():
-        pytest.skip(f"no fleet recorded under {state_root()}: run `e2e/fleet up`")
-    info = FleetInfo.load()
-    if not info.host().healthy():
-        pytest.skip("fleet recorded but karmada-apiserver is not healthy: run `e2e/fleet up`")
-    return info
 
 
 LISTEN_PORTS = range(20000, 28000)   # below the fleets' blocks and the kernel's ephemeral range
