@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 from engine.errors import InputError
 from engine.model import Job, Queue, Task
-from engine.resources import Resources, add_into, parse_resources, scale
+from engine.resources import Resources, add_into, fits, parse_resources, scale
 from engine.schema_check import first_error, load_schema_file
 from engine.yaml_source import PathPart, format_path, line_of, load_yaml, read_source
 
@@ -286,11 +286,15 @@ def _unique(names: list[str], where: str, what: str) -> None:
 
 def lower_bound(scenario: Scenario) -> float:
     """Makespan no schedule can beat: the busiest resource's work over its capacity, or the
-    latest (submit + duration) of any job, whichever is larger. CPU decides for CPU-bound fleets."""
+    latest (submit + duration) of any job, whichever is larger. CPU decides for CPU-bound fleets.
+    A job whose minimum exceeds the whole fleet can never run under any policy, so it is left out
+    (counting it gave a bound above the makespan of a run where everything else finished)."""
     capacity = scenario.fleet_allocatable
     work: dict[str, float] = {}
     longest = 0.0
     for job in scenario.jobs:
+        if not fits(job.min_demand(), capacity):
+            continue
         longest = max(longest, job.submit_at + job.duration)
         for name, amount in job.min_demand().items():
             work[name] = work.get(name, 0.0) + amount * job.duration

@@ -148,3 +148,22 @@ def test_kube_default_variant_differs_only_in_member_scheduler() -> None:
     assert (a.member_scheduler, b.member_scheduler) == ("volcano", "kube-default")
     assert [(j.name, j.duration, j.deadline) for j in a.jobs] == [(j.name, j.duration, j.deadline) for j in b.jobs]
     assert [c.nodes for c in a.clusters] == [c.nodes for c in b.clusters]
+
+
+def test_lower_bound_leaves_out_jobs_no_policy_can_run() -> None:
+    text = """
+apiVersion: atoll.dev/v1alpha1
+kind: Scenario
+metadata: {name: infeasible}
+spec:
+  clusters:
+    - name: m1
+      nodes: [{count: 1, allocatable: {cpu: "4", memory: 4Gi, pods: "10"}}]
+  queues: [{name: a}]
+  jobs:
+    - {name: fits, queue: a, duration: 10s, tasks: [{name: w, replicas: 2, resources: {cpu: "2"}}]}
+    - {name: too-big, queue: a, duration: 500s, tasks: [{name: w, replicas: 3, resources: {cpu: "2"}}]}
+    - {name: no-gpu, queue: a, duration: 500s, tasks: [{name: w, replicas: 1, resources: {nvidia.com/gpu: "1"}}]}
+"""
+    s = load_scenario_text(text, "infeasible.yaml")
+    assert lower_bound(s) == pytest.approx(10.0)      # 40 cpu-seconds over 4 cpu; the other two never fit
