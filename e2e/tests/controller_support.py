@@ -66,7 +66,7 @@ def start_controller(info: FleetInfo, workdir: Path, policy_ref: str, extra: Opt
     out = open(log, "ab")
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=str(REPO))
     ctl = ControllerProcess(proc, port, log, argv)
-    wait_serving("atoll run", f"http://127.0.0.1:{port}/healthz", proc, ctl.stop, log, 60)
+    wait_serving("atoll run", f"http://127.0.0.1:{port}/readyz", proc, ctl.stop, log, 60)
     return ctl
 
 

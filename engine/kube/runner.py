@@ -58,6 +58,7 @@ class Runner:
         self.api_client: Any = None
         self.kube: Optional[KubeApi] = None
         self.leading = False
+        self.synced = False          # every watch cache has listed once: the engine's view is complete
 
     # -- entry --------------------------------------------------------------------------------------
     async def main(self) -> int:
@@ -106,6 +107,7 @@ class Runner:
         try:
             await asyncio.wait_for(asyncio.gather(*(c.synced.wait() for c in self.caches)), 300)
             log.info("caches synced (%s); first cycle", ", ".join(f"{c.name}={len(c.objects)}" for c in self.caches))
+            self.synced = True
             await self._loop()
         finally:
             for t in tasks:
@@ -264,15 +266,32 @@ class Runner:
 
     # -- metrics / explain ------------------------------------------------------------------------------
     async def _serve_metrics(self) -> web.TCPSite:
-        app = web.Application()
-        app.router.add_get("/metrics", self._metrics)
-        app.router.add_get("/healthz", lambda _: self._text("ok"))
-        app.router.add_get("/explain", self._explain)
-        runner = web.AppRunner(app, access_log=None)
+        runner = web.AppRunner(self.app(), access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, self.opts.metrics_host, self.opts.metrics_port)
         await site.start()
         return site
+
+    def app(self) -> web.Application:
+        """The metrics/health/explain routes (a method so tests can serve them without a port)."""
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/explain", self._explain)
+        return app
+
+    async def _healthz(self, _: web.Request) -> web.Response:
+        return await self._text("ok")
+
+    async def _readyz(self, _: web.Request) -> web.Response:
+        """Ready once the leader's caches have all listed (its decisions then see every object), or while a
+        standby waits for the Lease: a standby is exactly what it should be."""
+        if self.synced:
+            return await self._text("ok: leading, caches synced")
+        if self.opts.leader_elect and not self.leading:
+            return await self._text("ok: standing by for the leader Lease")
+        return await self._text("not ready: watch caches not synced yet", 503)
 
     async def _text(self, text: str, status: int = 200) -> web.Response:
         return web.Response(text=text, status=status)

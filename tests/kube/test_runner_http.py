@@ -1,0 +1,45 @@
+"""The controller's HTTP side: /readyz says whether its decisions can be trusted yet (the chart probes it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp.test_utils import TestClient, TestServer
+
+from engine.kube.runner import Options, Runner
+
+
+async def get(runner: Runner, path: str) -> tuple[int, str]:
+    client: TestClient[Any, Any] = TestClient(TestServer(runner.app()))
+    await client.start_server()
+    try:
+        r = await client.get(path)
+        return r.status, await r.text()
+    finally:
+        await client.close()
+
+
+async def test_leader_is_ready_only_after_every_cache_listed() -> None:
+    runner = Runner(Options())
+    runner.leading = True
+    status, text = await get(runner, "/readyz")
+    assert status == 503 and "not synced" in text
+    assert (await get(runner, "/healthz"))[0] == 200       # alive all along: no restart while listing
+    runner.synced = True
+    assert await get(runner, "/readyz") == (200, "ok: leading, caches synced")
+
+
+async def test_standby_replica_is_ready_and_says_why() -> None:
+    runner = Runner(Options(leader_elect=True))
+    assert await get(runner, "/readyz") == (200, "ok: standing by for the leader Lease")
+    status, text = await get(runner, "/explain?job=ns/a")
+    assert status == 503 and "not the leader" in text
+
+
+async def test_without_leader_election_not_ready_until_synced() -> None:
+    assert (await get(Runner(Options()), "/readyz"))[0] == 503
+
+
+async def test_metrics_are_served() -> None:
+    status, text = await get(Runner(Options()), "/metrics")
+    assert status == 200 and "atoll_admissions_total" in text
