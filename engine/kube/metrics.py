@@ -16,3 +16,5 @@ RESUME_LATENCY = Histogram("atoll_resume_latency_seconds",
                            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300))
 FAILURES = Counter("atoll_job_failures_total", "Failure signals handed to the recover stage, by kind.", ["kind"])
 LEADER = Gauge("atoll_leader", "1 while this replica leads.")
+CACHE_OBJECTS = Gauge("atoll_cache_objects", "Objects held by each watch cache (set when scraped), so a test or an "
+                      "operator can see the controller has caught up with the API server.", ["cache"])

@@ -297,6 +297,8 @@ class Runner:
         return web.Response(text=text, status=status)
 
     async def _metrics(self, _: web.Request) -> web.Response:
+        for c in self.caches:
+            metrics.CACHE_OBJECTS.labels(c.name).set(len(c.objects))
         resp = web.Response(body=generate_latest())
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return resp

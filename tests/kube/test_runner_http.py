@@ -6,6 +6,7 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
 
+from engine.kube.cache import WatchCache
 from engine.kube.runner import Options, Runner
 
 
@@ -43,3 +44,19 @@ async def test_without_leader_election_not_ready_until_synced() -> None:
 async def test_metrics_are_served() -> None:
     status, text = await get(Runner(Options()), "/metrics")
     assert status == 200 and "atoll_admissions_total" in text
+
+
+async def test_metrics_show_each_watch_cache_size() -> None:
+    """Observable proof the controller has caught up (the e2e throughput test waits on it instead of sleeping)."""
+    runner = Runner(Options())
+    jobs = WatchCache("jobs", _never_listed, lambda event, new, old: None)
+    jobs.objects = {"ns/a": {}, "ns/b": {}}
+    runner.caches.append(jobs)
+    status, text = await get(runner, "/metrics")
+    assert status == 200 and 'atoll_cache_objects{cache="jobs"} 2.0' in text
+    jobs.objects.pop("ns/a")
+    assert 'atoll_cache_objects{cache="jobs"} 1.0' in (await get(runner, "/metrics"))[1]
+
+
+async def _never_listed(**_: Any) -> Any:
+    raise AssertionError("the test does not list")
