@@ -11,7 +11,7 @@ import ssl
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -76,6 +76,23 @@ class Kube:
             return json.loads(raw)
         except ValueError:
             return raw.decode(errors="replace")
+
+    def watch(self, path: str, resource_version: str, timeout_seconds: int = 60) -> Iterator[dict[str, Any]]:
+        """The events of one watch on a collection from ``resource_version``, as they arrive, until the server
+        ends it after ``timeout_seconds`` (callers reopen from the last resourceVersion they saw)."""
+        query = f"watch=1&allowWatchBookmarks=true&resourceVersion={resource_version}&timeoutSeconds={timeout_seconds}"
+        req = urllib.request.Request(f"{self.server}{path}{'&' if '?' in path else '?'}{query}")
+        req.add_header("Authorization", f"Bearer {self._token}")
+        req.add_header("Accept", "application/json")
+        try:
+            with self._opener.open(req, timeout=timeout_seconds + 30) as resp:
+                for line in resp:
+                    if line.strip():
+                        yield json.loads(line)
+        except urllib.error.HTTPError as e:
+            raise KubeError(e.code, f"{self.name}: WATCH {path}: HTTP {e.code}") from None
+        except (urllib.error.URLError, OSError) as e:
+            raise KubeError(0, f"{self.name}: WATCH {path}: {e}") from None
 
     def get(self, path: str, timeout: float = 15.0) -> Any:
         return self.request("GET", path, timeout=timeout)
