@@ -33,6 +33,9 @@ class Binpack(Plugin):
         self.weight: int = self.config["weight"]
         self.resources: dict[str, int] = dict(self.config["resources"])
 
+    def judges_fitting_clusters_only(self) -> bool:
+        return True      # a score per cluster, no placement of its own
+
     @hookimpl
     def atoll_score(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, int]:
         scores = utilisation_scores(job, clusters, state.free, self.resources)

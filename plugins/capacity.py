@@ -51,6 +51,7 @@ class Capacity(Plugin):
         self.borrowing: bool = bool(conf["borrowing"])
         self.fleet_free: bool = bool(conf["fleetFree"])
         self.ledger = GuaranteeLedger()
+        self._texts: dict[tuple[str, str, int, int, int, int], str] = {}
 
     @hookimpl
     def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:
@@ -102,18 +103,32 @@ class Capacity(Plugin):
             have = free.get(resource, 0)
             kept = protected.get(resource, 0)
             if amount > have - kept:
-                if kept > 0:
-                    usable = max(0, have - kept)
-                    return Refusal(f"queue {queue.name}: {resource} {qty(resource, amount)} requested but only "
-                                   f"{qty(resource, usable)} of the fleet's {qty(resource, have)} free may be used: "
-                                   f"{qty(resource, kept)} is kept for other queues' unused guarantees", self.name)
                 whole = state.fleet_allocatable.get(resource, 0)
-                if amount > whole:
-                    return Refusal(f"job requests {resource} {qty(resource, amount)}, more than the whole fleet's "
-                                   f"{qty(resource, whole)} (ready clusters)", self.name)
-                return Refusal(f"fleet has {resource} {qty(resource, have)} free, job requests "
-                               f"{qty(resource, amount)}", self.name)
+                return Refusal(self._fleet_reason(queue.name if kept > 0 else "", resource, amount, have, kept,
+                                                  whole), self.name)
         return None
+
+    def _fleet_reason(self, queue: str, resource: str, amount: int, have: int, kept: int, whole: int) -> str:
+        """The refusal text, memoised on everything it says: a saturated fleet refuses most of a large
+        backlog here with a few dozen distinct texts, and formatting quantities costs ~3 us each time."""
+        key = (queue, resource, amount, have, kept, whole)
+        text = self._texts.get(key)
+        if text is not None:
+            return text
+        if kept > 0:
+            usable = max(0, have - kept)
+            text = (f"queue {queue}: {resource} {qty(resource, amount)} requested but only "
+                    f"{qty(resource, usable)} of the fleet's {qty(resource, have)} free may be used: "
+                    f"{qty(resource, kept)} is kept for other queues' unused guarantees")
+        elif amount > whole:
+            text = (f"job requests {resource} {qty(resource, amount)}, more than the whole fleet's "
+                    f"{qty(resource, whole)} (ready clusters)")
+        else:
+            text = f"fleet has {resource} {qty(resource, have)} free, job requests {qty(resource, amount)}"
+        if len(self._texts) >= 4096:
+            self._texts.clear()
+        self._texts[key] = text
+        return text
 
 
 PLUGINS = [Capacity]

@@ -43,6 +43,9 @@ class ClusterFilter(Plugin):
         compiled = _compiler(cel).compile(self.text, f"{self.where}.expression", ("job", "cluster"), "bool")
         self.pairs = PairCel(compiled)
 
+    def judges_fitting_clusters_only(self) -> bool:
+        return True       # one CEL result per (job, cluster) pair
+
     @hookimpl
     def atoll_filter(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -68,6 +71,9 @@ class ClusterScore(Plugin):
         self.weight: int = self.config["weight"]
         compiled = _compiler(cel).compile(self.text, f"{self.where}.expression", ("job", "cluster"), "number")
         self.pairs = PairCel(compiled)
+
+    def judges_fitting_clusters_only(self) -> bool:
+        return True       # one CEL result per (job, cluster) pair
 
     @hookimpl
     def atoll_score(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, int]:

@@ -175,17 +175,20 @@ class Engine:
         heap: list[tuple[tuple, str]] = [(self._queue_key(name), name) for name in cursors]
         heapq.heapify(heap)
         while heap:
-            key, name = heapq.heappop(heap)
+            key, name = heap[0]
             fresh = self._queue_key(name)
             if fresh != key:                      # usage changed since pushed: re-queue lazily
-                heapq.heappush(heap, (fresh, name))
+                heapq.heapreplace(heap, (fresh, name))
                 continue
             job = next(cursors[name], None)
             if job is None:
+                heapq.heappop(heap)
                 continue
             result.examined += 1
             self._examine(job, now, result)
-            heapq.heappush(heap, (self._queue_key(name), name))
+            after = self._queue_key(name)
+            if after is not key:                  # a refusal leaves the key (and the heap) as it was
+                heapq.heapreplace(heap, (after, name))
         return result
 
     def _candidates(self, full: bool) -> dict[str, Iterator[Job]]:
@@ -245,6 +248,22 @@ class Engine:
             excluded = f" (excluded after failures: {', '.join(sorted(job.excluded_clusters))})" \
                 if job.excluded_clusters else ""
             return Refusal(f"no ready cluster{excluded}", "engine")
+        if self.pipeline.fitting_clusters_only and len(candidates) > 1:
+            # Every place plugin judges clusters one by one and only places where the gang minimum
+            # fits, so the others can be left out: the survivors keep their relative order and the
+            # decision is the same. On a refusal the full list is judged again, so the reason (which
+            # names the clusters filtered out) is exactly what it always was. In a filling fleet about
+            # half the clusters are too full for a given job: this halves the per-admission work.
+            fitting = state.clusters_fitting(job.min_demand, candidates)
+            if fitting and len(fitting) < len(candidates):
+                decided = self._decide(job, fitting)
+                if not isinstance(decided, Refusal):
+                    return decided
+        return self._decide(job, candidates)
+
+    def _decide(self, job: Job, candidates: list[Cluster]) -> Placement | Refusal:
+        """Filter, score and place ``job`` over ``candidates`` (ready clusters in name order)."""
+        state = self.state
         if self.pipeline.has_filter:
             reasons: dict[str, str] = {}
             for part in self.pipeline.filter(job=job, clusters=candidates, state=state):
@@ -258,8 +277,10 @@ class Engine:
             for part in self.pipeline.score(job=job, clusters=candidates, state=state):
                 for cluster, value in part.items():
                     scores[cluster] = scores.get(cluster, 0) + value
-            score_of = scores.get           # candidates come in name order and sorted() is stable:
-            candidates = sorted(candidates, key=lambda c: -score_of(c.name, 0))   # ties stay by name
+            # candidates come in name order and sorted() is stable: ties stay by name
+            negated = [-scores.get(c.name, 0) for c in candidates]
+            order = sorted(range(len(candidates)), key=negated.__getitem__)
+            candidates = [candidates[i] for i in order]
         decided = self.pipeline.place(job=job, clusters=candidates, state=state)
         if decided is not None:
             return decided

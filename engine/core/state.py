@@ -55,6 +55,22 @@ class FleetState:
             self._ready = sorted((c for c in self.clusters.values() if c.ready), key=lambda c: c.name)
         return self._ready
 
+    def clusters_fitting(self, need: Resources, clusters: list[Cluster]) -> list[Cluster]:
+        """Those of ``clusters`` (in their order) where ``need`` fits in what is free now."""
+        if not need:
+            return list(clusters)
+        wanted = [(name, amount) for name, amount in need.items() if amount > 0]
+        out: list[Cluster] = []
+        free_of = self.free
+        for cluster in clusters:
+            free = free_of(cluster.name)
+            for name, amount in wanted:
+                if amount > free.get(name, 0):
+                    break
+            else:
+                out.append(cluster)
+        return out
+
     @property
     def max_free(self) -> Resources:
         """Per resource, the most any single ready cluster has free. A demand that does not fit
