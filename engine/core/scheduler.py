@@ -185,10 +185,10 @@ class Engine:
                 heapq.heappop(heap)
                 continue
             result.examined += 1
+            admissions = self._admissions
             self._examine(job, now, result)
-            after = self._queue_key(name)
-            if after is not key:                  # a refusal leaves the key (and the heap) as it was
-                heapq.heapreplace(heap, (after, name))
+            if self._admissions != admissions:    # a refusal leaves every key (and the heap) as it was
+                heapq.heapreplace(heap, (self._queue_key(name), name))
         return result
 
     def _candidates(self, full: bool) -> dict[str, Iterator[Job]]:

@@ -61,9 +61,11 @@ class FleetState:
             return list(clusters)
         wanted = [(name, amount) for name, amount in need.items() if amount > 0]
         out: list[Cluster] = []
-        free_of = self.free
+        cached = self._free
         for cluster in clusters:
-            free = free_of(cluster.name)
+            free = cached.get(cluster.name)
+            if free is None:
+                free = self.free(cluster.name)
             for name, amount in wanted:
                 if amount > free.get(name, 0):
                     break
