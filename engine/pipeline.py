@@ -8,6 +8,7 @@ per stage, never per comparison.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable, Sequence
 
 import pluggy
@@ -44,41 +45,50 @@ def _direct(hook: pluggy.HookCaller) -> Callable[..., Any]:
     keyword arguments need pluggy's own loop: the hook itself is returned then. The managers are
     private to the Pipeline and never change after construction, so the snapshot stays exact."""
     impls = list(reversed(hook.get_hookimpls()))
-    if any(i.hookwrapper or i.wrapper or i.kwargnames for i in impls):
-        return hook
-    calls = [(i.function, tuple(i.argnames)) for i in impls]
     spec = hook.spec
-    firstresult = bool(spec is not None and spec.opts.get("firstresult"))
+    if spec is None or any(i.hookwrapper or i.wrapper or i.kwargnames for i in impls):
+        return hook
+    firstresult = bool(spec.opts.get("firstresult"))
+    everything = tuple(spec.argnames)
+    complete = frozenset(everything)
+    # an implementation taking every argument of the spec is called with the caller's keywords as they are
+    calls = [(i.function, tuple(i.argnames), tuple(i.argnames) == everything and _by_keyword(i.function))
+             for i in impls]
 
     if firstresult:
         def first(**kwargs: Any) -> Any:
-            for function, names in calls:
-                try:
-                    args = [kwargs[name] for name in names]
-                except KeyError as exc:
-                    raise _missing(exc) from exc
-                result = function(*args)
+            exact = kwargs.keys() == complete
+            for function, names, takes_all in calls:
+                result = function(**kwargs) if takes_all and exact else function(*_arguments(kwargs, names))
                 if result is not None:
                     return result
             return None
         return first
 
     def collect(**kwargs: Any) -> list[Any]:
+        exact = kwargs.keys() == complete
         results = []
-        for function, names in calls:
-            try:
-                args = [kwargs[name] for name in names]
-            except KeyError as exc:
-                raise _missing(exc) from exc
-            result = function(*args)
+        for function, names, takes_all in calls:
+            result = function(**kwargs) if takes_all and exact else function(*_arguments(kwargs, names))
             if result is not None:
                 results.append(result)
         return results
     return collect
 
 
-def _missing(exc: KeyError) -> pluggy.HookCallError:
-    return pluggy.HookCallError(f"hook call must provide argument {exc.args[0]!r}")
+def _by_keyword(function: Callable[..., Any]) -> bool:
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return all(p.kind is not inspect.Parameter.POSITIONAL_ONLY for p in parameters)
+
+
+def _arguments(kwargs: dict[str, Any], names: tuple[str, ...]) -> list[Any]:
+    try:
+        return [kwargs[name] for name in names]
+    except KeyError as exc:
+        raise pluggy.HookCallError(f"hook call must provide argument {exc.args[0]!r}") from exc
 
 
 def join_keys(parts: Sequence[Any]) -> tuple[Any, ...]:

@@ -51,7 +51,7 @@ class Capacity(Plugin):
         self.borrowing: bool = bool(conf["borrowing"])
         self.fleet_free: bool = bool(conf["fleetFree"])
         self.ledger = GuaranteeLedger()
-        self._texts: dict[tuple[str, str, int, int, int, int], str] = {}
+        self._refusals: dict[tuple[str, str, int, int, int, int], Refusal] = {}
 
     @hookimpl
     def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:
@@ -104,17 +104,16 @@ class Capacity(Plugin):
             kept = protected.get(resource, 0)
             if amount > have - kept:
                 whole = state.fleet_allocatable.get(resource, 0)
-                return Refusal(self._fleet_reason(queue.name if kept > 0 else "", resource, amount, have, kept,
-                                                  whole), self.name)
+                return self._fleet_refusal(queue.name if kept > 0 else "", resource, amount, have, kept, whole)
         return None
 
-    def _fleet_reason(self, queue: str, resource: str, amount: int, have: int, kept: int, whole: int) -> str:
-        """The refusal text, memoised on everything it says: a saturated fleet refuses most of a large
-        backlog here with a few dozen distinct texts, and formatting quantities costs ~3 us each time."""
+    def _fleet_refusal(self, queue: str, resource: str, amount: int, have: int, kept: int, whole: int) -> Refusal:
+        """The refusal, memoised on everything it says (it is immutable): a saturated fleet refuses most
+        of a large backlog here with a few dozen distinct texts, and formatting costs ~3 us each time."""
         key = (queue, resource, amount, have, kept, whole)
-        text = self._texts.get(key)
-        if text is not None:
-            return text
+        known = self._refusals.get(key)
+        if known is not None:
+            return known
         if kept > 0:
             usable = max(0, have - kept)
             text = (f"queue {queue}: {resource} {qty(resource, amount)} requested but only "
@@ -125,10 +124,10 @@ class Capacity(Plugin):
                     f"{qty(resource, whole)} (ready clusters)")
         else:
             text = f"fleet has {resource} {qty(resource, have)} free, job requests {qty(resource, amount)}"
-        if len(self._texts) >= 4096:
-            self._texts.clear()
-        self._texts[key] = text
-        return text
+        if len(self._refusals) >= 4096:
+            self._refusals.clear()
+        known = self._refusals[key] = Refusal(text, self.name)
+        return known
 
 
 PLUGINS = [Capacity]

@@ -66,6 +66,8 @@ def test_a_missing_argument_is_pluggy_s_error() -> None:
     hook = _manager([answering("p", None, None)], "test").hook
     with pytest.raises(pluggy.HookCallError, match="'job'"):
         _direct(hook.atoll_admit)(state=None)
+    with pytest.raises(pluggy.HookCallError, match="'clusters'"):      # an implementation taking every argument
+        _direct(hook.atoll_filter)(job=None, state=None, extra=1)
 
 
 def test_wrappers_keep_pluggy_s_own_loop() -> None:
