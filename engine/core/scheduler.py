@@ -180,15 +180,17 @@ class Engine:
             if fresh != key:                      # usage changed since pushed: re-queue lazily
                 heapq.heapreplace(heap, (fresh, name))
                 continue
-            job = next(cursors[name], None)
-            if job is None:
-                heapq.heappop(heap)
-                continue
-            result.examined += 1
+            # A refusal changes no queue's key, so this queue stays first: keep taking its jobs until
+            # one is admitted (then its key, and maybe the order, change) or it has none left.
             admissions = self._admissions
-            self._examine(job, now, result)
-            if self._admissions != admissions:    # a refusal leaves every key (and the heap) as it was
-                heapq.heapreplace(heap, (self._queue_key(name), name))
+            for job in cursors[name]:
+                result.examined += 1
+                self._examine(job, now, result)
+                if self._admissions != admissions:
+                    heapq.heapreplace(heap, (self._queue_key(name), name))
+                    break
+            else:
+                heapq.heappop(heap)
         return result
 
     def _candidates(self, full: bool) -> dict[str, Iterator[Job]]:
@@ -273,8 +275,9 @@ class Engine:
             if not candidates:
                 return Refusal("no cluster fits: " + _summarise(reasons), "place")
         if self.pipeline.has_score and len(candidates) > 1:
-            scores: dict[str, int] = {}
-            for part in self.pipeline.score(job=job, clusters=candidates, state=state):
+            parts = self.pipeline.score(job=job, clusters=candidates, state=state)
+            scores: dict[str, int] = parts[0] if len(parts) == 1 else {}
+            for part in parts if len(parts) > 1 else ():
                 for cluster, value in part.items():
                     scores[cluster] = scores.get(cluster, 0) + value
             # candidates come in name order and sorted() is stable: ties stay by name
