@@ -62,9 +62,10 @@ def build(variant: str, spec: list[Any]) -> Engine:
 
 
 def make_job(tasks: list[Any], zone: str) -> Job:
-    built = [Task(f"t{k}", replicas, min(minimum, replicas), {n: v for n, v in
-                                                              {CPU: cpu * 500, MEMORY: mem * GI, GPU: gpu}.items() if v})
-             for k, (replicas, minimum, cpu, mem, gpu) in enumerate(tasks)]
+    built = []
+    for k, (replicas, minimum, cpu, mem, gpu) in enumerate(tasks):
+        asks = {CPU: cpu * 500, MEMORY: mem * GI, GPU: gpu}
+        built.append(Task(f"t{k}", replicas, min(minimum, replicas), {n: v for n, v in asks.items() if v}))
     return Job(id="j", name="j", queue="q", tasks=built, labels={"zone": zone} if zone else {})
 
 
