@@ -223,7 +223,7 @@ class Engine:
         if job.queue not in state.queues:
             self._block(job, Refusal(f"queue {job.queue!r} does not exist", "engine"), result)
             return
-        refusal = self.pipeline.admit(job=job, state=state)
+        refusal = self.pipeline.admit_positional(job, state)
         if refusal is not None:
             self._block(job, refusal, result)
             return

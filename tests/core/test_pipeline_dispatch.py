@@ -9,7 +9,7 @@ import pytest
 
 from engine.hookspecs import hookimpl
 from engine.model import Cluster, Job, Refusal
-from engine.pipeline import Pipeline, _direct, _manager
+from engine.pipeline import Pipeline, _direct, _manager, _positional
 from engine.plugin import Plugin
 
 
@@ -58,6 +58,7 @@ def test_direct_calls_equal_pluggy_calls(answers: list[tuple[Optional[str], Opti
     job = Job(id="j", name="j")
     kwargs = {"job": job, "clusters": [], "state": None}
     assert _direct(direct.atoll_admit)(job=job, state=None) == hooks.atoll_admit(job=job, state=None)
+    assert _positional(direct.atoll_admit, None)(job, None) == hooks.atoll_admit(job=job, state=None)
     assert _direct(direct.atoll_filter)(**kwargs) == hooks.atoll_filter(**kwargs)
     assert [p.calls for p in ours] == [p.calls for p in theirs]      # same plugins called, same order
 
@@ -83,6 +84,8 @@ def test_wrappers_keep_pluggy_s_own_loop() -> None:
     hook = _manager([Wrapper({}, None), answering("p", "no", None)], "test").hook.atoll_admit
     assert _direct(hook) is hook
     assert hook(job=Job(id="j", name="j"), state=None) == Refusal("no", "p")
+    assert _positional(hook, None)(Job(id="j", name="j"), None) == Refusal("no", "p")
+    assert Pipeline({}).admit_positional(Job(id="j", name="j"), None) is None      # no admit plugin at all
 
 
 def test_policy_order_decides_first_results() -> None:
