@@ -50,8 +50,8 @@ class ClusterFilter(Plugin):
 
     @hookimpl
     def atoll_filter(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, str]:
-        if self.pairs.uses_free:
-            return self._judge(job, clusters, state)
+        if self.pairs.uses_free or not self.pairs.keys_shared_by_jobs:
+            return self._judge(job, clusters, state)      # verdicts would not outlive the job or the cycle
         # The results depend only on the job key and the cluster objects; no cluster changed while
         # state.ready_clusters() returns the same list. Answer from the verdicts of earlier jobs with the
         # same key (no CEL, no per-cluster result dicts) and judge only clusters not seen before.
@@ -59,7 +59,7 @@ class ClusterFilter(Plugin):
         key = self.pairs.job_key(job)
         known = self._verdicts.get(key)
         if known is None or known[0] is not ready:
-            if len(self._verdicts) >= 50_000:
+            if len(self._verdicts) >= 10_000:
                 self._verdicts.clear()
             known = self._verdicts[key] = (ready, {}, {})
         _, judged, removed = known

@@ -17,6 +17,7 @@ CEL = CelCompiler()
 REGION = ("!('atoll.dev/region' in job.labels) || "
           "('region' in cluster.labels && cluster.labels['region'] == job.labels['atoll.dev/region'])")
 BROKEN = "cluster.labels['region'] == job.labels['atoll.dev/region']"      # fails (runtime error) without labels
+WHOLE_JOB = "size(job) > 100 || ('region' in cluster.labels && cluster.labels['region'] == 'r0')"   # per-job key
 
 op_st = st.one_of(
     st.tuples(st.just("upsert"), st.sampled_from("abcd"), st.sampled_from(("", "r0", "r1")), st.booleans()),
@@ -26,7 +27,7 @@ op_st = st.one_of(
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.sampled_from((REGION, BROKEN)), st.lists(op_st, max_size=30))
+@given(st.sampled_from((REGION, BROKEN, WHOLE_JOB)), st.lists(op_st, max_size=30))
 def test_cached_verdicts_equal_a_fresh_judgement(expression: str, ops: list[Any]) -> None:
     cached = ClusterFilter({"expression": expression}, CEL)
     state = FleetState()
