@@ -99,6 +99,12 @@ class Capacity(Plugin):
             self.ledger.sync(state)
             if self.ledger.active:
                 protected = self.ledger.protected_from(queue.name, state)
+        if not protected:                                # the common case: nothing kept for others
+            for resource, amount in demand.items():
+                have = free.get(resource, 0)
+                if amount > have:
+                    return self._fleet_refusal("", resource, amount, have, 0, state.fleet_allocatable.get(resource, 0))
+            return None
         for resource, amount in demand.items():
             have = free.get(resource, 0)
             kept = protected.get(resource, 0)
