@@ -65,9 +65,10 @@ def run_bench(shape: BenchShape, pipeline_factory: Callable[[], Pipeline], polic
     for job in jobs:
         engine.submit(job)
     submit_ms = (time.perf_counter() - started) * 1000
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     first = engine.cycle(1.0)
     cycle_ms = (time.perf_counter() - started) * 1000
+    cycle_cpu_ms = (time.process_time() - cpu_started) * 1000     # less swayed by other work on a shared machine
     # the same backlog again, after capacity was freed: a second full cycle, warm caches
     engine.state.capacity_epoch += 1
     started = time.perf_counter()
@@ -84,6 +85,7 @@ def run_bench(shape: BenchShape, pipeline_factory: Callable[[], Pipeline], polic
         "jobs": shape.jobs, "queues": shape.queues, "clusters": shape.clusters, "seed": shape.seed,
         "submit_ms": round(submit_ms, 1),
         "cycle_ms": round(cycle_ms, 1),
+        "cycle_cpu_ms": round(cycle_cpu_ms, 1),
         "cycle_examined": first.examined,
         "cycle_admitted": len(first.admitted),
         "full_cycle_again_ms": round(full_again_ms, 1),
@@ -91,8 +93,17 @@ def run_bench(shape: BenchShape, pipeline_factory: Callable[[], Pipeline], polic
         "incremental_ms": round(incremental_ms, 2),
         "incremental_examined": incremental.examined,
         "pending_after": engine.pending_count(),
+        "load_average": _load_average(),
         "machine": machine_info(),
     }
+
+
+def _load_average() -> list[float]:
+    """The 1/5/15-minute load when the run ended: how busy the shared machine was (0 where unknown)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return [0.0, 0.0, 0.0]
 
 
 def machine_info() -> dict[str, Any]:

@@ -47,6 +47,15 @@ class Plugin:
         self.cel = cel
         self.where = where or f"spec.plugins.{self.name}"
 
+    def judges_fitting_clusters_only(self) -> bool:
+        """True when, in the place stage, this plugin filters and scores each cluster on its own (the
+        answer for one cluster never depends on the other candidates) and its ``atoll_place`` only
+        ever chooses clusters where the job's gang minimum (``job.min_demand``) fits whole. When
+        every place plugin of a policy says so, the engine first offers only those clusters, which
+        cannot change the decision (see ``Engine._place``). False by default: a plugin that may
+        split replicas over clusters where the minimum does not fit must keep seeing them all."""
+        return False
+
     @classmethod
     def schema(cls) -> dict[str, Any]:
         """The config schema: ``schemas/plugins/<name>.schema.json`` for built-ins, else the class attribute."""

@@ -54,6 +54,12 @@ class PairCel:
         self._rows: dict[Hashable, dict[str, tuple[Cluster, int, tuple[bool, Any]]]] = {}
         self.evaluations = 0            # real CEL evaluations so far (tests and benchmarks read it)
 
+    @property
+    def keys_shared_by_jobs(self) -> bool:
+        """True when the job part of the key is the fields the expression reads (jobs share results),
+        False when it is the job's identity (each job has results of its own)."""
+        return self._job_getters is not None
+
     def job_key(self, job: Job) -> Hashable:
         if self._job_getters is None:
             return ("job", job.id, job.generation, job.attempts)

@@ -33,13 +33,14 @@ class Binpack(Plugin):
         self.weight: int = self.config["weight"]
         self.resources: dict[str, int] = dict(self.config["resources"])
 
+    def judges_fitting_clusters_only(self) -> bool:
+        return True      # a score per cluster, no placement of its own
+
     @hookimpl
     def atoll_score(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, int]:
+        weight = self.weight
         scores = utilisation_scores(job, clusters, state.free, self.resources)
-        out: dict[str, int] = {}
-        for cluster, used in zip(clusters, scores):
-            out[cluster.name] = self.weight * (used or 0)
-        return out
+        return {cluster.name: weight * (used or 0) for cluster, used in zip(clusters, scores)}
 
 
 PLUGINS = [Binpack]

@@ -51,6 +51,7 @@ class Capacity(Plugin):
         self.borrowing: bool = bool(conf["borrowing"])
         self.fleet_free: bool = bool(conf["fleetFree"])
         self.ledger = GuaranteeLedger()
+        self._refusals: dict[tuple[str, str, int, int, int, int], Refusal] = {}
 
     @hookimpl
     def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:
@@ -98,22 +99,41 @@ class Capacity(Plugin):
             self.ledger.sync(state)
             if self.ledger.active:
                 protected = self.ledger.protected_from(queue.name, state)
+        if not protected:                                # the common case: nothing kept for others
+            for resource, amount in demand.items():
+                have = free.get(resource, 0)
+                if amount > have:
+                    return self._fleet_refusal("", resource, amount, have, 0, state.fleet_allocatable.get(resource, 0))
+            return None
         for resource, amount in demand.items():
             have = free.get(resource, 0)
             kept = protected.get(resource, 0)
             if amount > have - kept:
-                if kept > 0:
-                    usable = max(0, have - kept)
-                    return Refusal(f"queue {queue.name}: {resource} {qty(resource, amount)} requested but only "
-                                   f"{qty(resource, usable)} of the fleet's {qty(resource, have)} free may be used: "
-                                   f"{qty(resource, kept)} is kept for other queues' unused guarantees", self.name)
                 whole = state.fleet_allocatable.get(resource, 0)
-                if amount > whole:
-                    return Refusal(f"job requests {resource} {qty(resource, amount)}, more than the whole fleet's "
-                                   f"{qty(resource, whole)} (ready clusters)", self.name)
-                return Refusal(f"fleet has {resource} {qty(resource, have)} free, job requests "
-                               f"{qty(resource, amount)}", self.name)
+                return self._fleet_refusal(queue.name if kept > 0 else "", resource, amount, have, kept, whole)
         return None
+
+    def _fleet_refusal(self, queue: str, resource: str, amount: int, have: int, kept: int, whole: int) -> Refusal:
+        """The refusal, memoised on everything it says (it is immutable): a saturated fleet refuses most
+        of a large backlog here with a few dozen distinct texts, and formatting costs ~3 us each time."""
+        key = (queue, resource, amount, have, kept, whole)
+        known = self._refusals.get(key)
+        if known is not None:
+            return known
+        if kept > 0:
+            usable = max(0, have - kept)
+            text = (f"queue {queue}: {resource} {qty(resource, amount)} requested but only "
+                    f"{qty(resource, usable)} of the fleet's {qty(resource, have)} free may be used: "
+                    f"{qty(resource, kept)} is kept for other queues' unused guarantees")
+        elif amount > whole:
+            text = (f"job requests {resource} {qty(resource, amount)}, more than the whole fleet's "
+                    f"{qty(resource, whole)} (ready clusters)")
+        else:
+            text = f"fleet has {resource} {qty(resource, have)} free, job requests {qty(resource, amount)}"
+        if len(self._refusals) >= 4096:
+            self._refusals.clear()
+        known = self._refusals[key] = Refusal(text, self.name)
+        return known
 
 
 PLUGINS = [Capacity]

@@ -12,7 +12,7 @@ cluster (filter: fail closed, with the error as the reason) or scores 0 (score).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Hashable
 
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
@@ -42,9 +42,38 @@ class ClusterFilter(Plugin):
         self.text: str = self.config["expression"]
         compiled = _compiler(cel).compile(self.text, f"{self.where}.expression", ("job", "cluster"), "bool")
         self.pairs = PairCel(compiled)
+        # job key -> (the ready-cluster list it is valid for, clusters judged, reasons of those removed)
+        self._verdicts: dict[Hashable, tuple[list[Cluster], dict[str, Cluster], dict[str, str]]] = {}
+
+    def judges_fitting_clusters_only(self) -> bool:
+        return True       # one CEL result per (job, cluster) pair
 
     @hookimpl
     def atoll_filter(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, str]:
+        if self.pairs.uses_free or not self.pairs.keys_shared_by_jobs:
+            return self._judge(job, clusters, state)      # verdicts would not outlive the job or the cycle
+        # The results depend only on the job key and the cluster objects; no cluster changed while
+        # state.ready_clusters() returns the same list. Answer from the verdicts of earlier jobs with the
+        # same key (no CEL, no per-cluster result dicts) and judge only clusters not seen before.
+        ready = state.ready_clusters()
+        key = self.pairs.job_key(job)
+        known = self._verdicts.get(key)
+        if known is None or known[0] is not ready:
+            if len(self._verdicts) >= 10_000:
+                self._verdicts.clear()
+            known = self._verdicts[key] = (ready, {}, {})
+        _, judged, removed = known
+        fresh = [c for c in clusters if judged.get(c.name) is not c]
+        if fresh:
+            for name in [c.name for c in fresh if c.name in removed]:
+                del removed[name]
+            removed.update(self._judge(job, fresh, state))
+            judged.update((c.name, c) for c in fresh)
+        if not removed:
+            return {}
+        return {c.name: removed[c.name] for c in clusters if c.name in removed}
+
+    def _judge(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, str]:
         out: dict[str, str] = {}
         for name, (ok, value) in self.pairs.evaluate(job, clusters, state).items():
             if not ok:
@@ -68,6 +97,9 @@ class ClusterScore(Plugin):
         self.weight: int = self.config["weight"]
         compiled = _compiler(cel).compile(self.text, f"{self.where}.expression", ("job", "cluster"), "number")
         self.pairs = PairCel(compiled)
+
+    def judges_fitting_clusters_only(self) -> bool:
+        return True       # one CEL result per (job, cluster) pair
 
     @hookimpl
     def atoll_score(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, int]:

@@ -40,6 +40,9 @@ class Gang(Plugin):
         self.allow_split = bool(self.config["allowSplit"])
         self._reasons = ReasonCache()
 
+    def judges_fitting_clusters_only(self) -> bool:
+        return not self.allow_split      # one cluster holding the minimum; a split gang also uses smaller ones
+
     # -- admit ------------------------------------------------------------------------------
     @hookimpl
     def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:

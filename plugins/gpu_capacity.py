@@ -26,6 +26,7 @@ from engine.resources import Resources, fits, format_resources
 from plugins._placeutil import ReasonCache, configure
 
 _ONE = "needs {need} in one cluster; the most free in one cluster is {have}"
+_SHORT = "{have} free, job needs {need}"
 
 
 class GpuCapacity(Plugin):
@@ -108,6 +109,9 @@ class GpuCapacity(Plugin):
             self._model_index = (ready, index)
         return index
 
+    def judges_fitting_clusters_only(self) -> bool:
+        return True      # a filter per cluster, no placement of its own
+
     # -- admit --------------------------------------------------------------------------------
     @hookimpl
     def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:
@@ -179,8 +183,7 @@ class GpuCapacity(Plugin):
                 if not any(fits(one, free) for one in smallest):
                     out[cluster.name] = "no room for one GPU replica"
             elif not fits(minimum, free):
-                out[cluster.name] = (f"{format_resources({k: free.get(k, 0) for k in minimum})} free, "
-                                     f"job needs {format_resources(minimum)}")
+                out[cluster.name] = self._reasons.get(_SHORT, minimum, free)
         return out
 
 

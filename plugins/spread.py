@@ -35,6 +35,9 @@ class Spread(Plugin):
         self.resources: dict[str, int] = dict(self.config["resources"])
         self.split = bool(self.config["splitReplicas"])
 
+    def judges_fitting_clusters_only(self) -> bool:
+        return not self.split      # a score per cluster; splitting replicas uses clusters too small for the job
+
     @hookimpl
     def atoll_score(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, int]:
         scores = utilisation_scores(job, clusters, state.free, self.resources)

@@ -77,35 +77,25 @@ class Kube:
         except ValueError:
             return raw.decode(errors="replace")
 
+    def watch(self, path: str, resource_version: str, timeout_seconds: int = 60) -> Iterator[dict[str, Any]]:
+        """The events of one watch on a collection from ``resource_version``, as they arrive, until the server
+        ends it after ``timeout_seconds`` (callers reopen from the last resourceVersion they saw)."""
+        query = f"watch=1&allowWatchBookmarks=true&resourceVersion={resource_version}&timeoutSeconds={timeout_seconds}"
+        req = urllib.request.Request(f"{self.server}{path}{'&' if '?' in path else '?'}{query}")
+        req.add_header("Authorization", f"Bearer {self._token}")
+        req.add_header("Accept", "application/json")
+        try:
+            with self._opener.open(req, timeout=timeout_seconds + 30) as resp:
+                for line in resp:
+                    if line.strip():
+                        yield json.loads(line)
+        except urllib.error.HTTPError as e:
+            raise KubeError(e.code, f"{self.name}: WATCH {path}: HTTP {e.code}") from None
+        except (urllib.error.URLError, OSError) as e:
+            raise KubeError(0, f"{self.name}: WATCH {path}: {e}") from None
+
     def get(self, path: str, timeout: float = 15.0) -> Any:
         return self.request("GET", path, timeout=timeout)
-
-    def watch(self, path: str, resource_version: str, stop: Callable[[], bool],
-              timeout_seconds: int = 5) -> Iterator[dict[str, Any]]:
-        """Watch events of the collection at ``path`` from ``resource_version`` until ``stop()``.
-
-        The server ends each stream after ``timeout_seconds`` (so ``stop`` is seen that often); it is reopened
-        from the last version seen, bookmarks included. An ERROR event (410 Gone) raises KubeError.
-        """
-        rv = resource_version
-        while not stop():
-            sep = "&" if "?" in path else "?"
-            req = urllib.request.Request(f"{self.server}{path}{sep}watch=1&allowWatchBookmarks=true"
-                                         f"&resourceVersion={rv}&timeoutSeconds={timeout_seconds}")
-            req.add_header("Authorization", f"Bearer {self._token}")
-            req.add_header("Accept", "application/json")
-            try:
-                with self._opener.open(req, timeout=timeout_seconds + 30) as resp:
-                    for line in resp:
-                        event: dict[str, Any] = json.loads(line)
-                        obj = event.get("object") or {}
-                        if event.get("type") == "ERROR":
-                            raise KubeError(int(obj.get("code") or 0), f"{self.name}: watch {path}: "
-                                                                         f"{obj.get('message', obj)}")
-                        rv = (obj.get("metadata") or {}).get("resourceVersion", rv)
-                        yield event
-            except urllib.error.HTTPError as e:
-                raise KubeError(e.code, f"{self.name}: watch {path}: HTTP {e.code}") from None
 
     def get_or_none(self, path: str) -> Any:
         try:

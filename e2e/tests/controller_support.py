@@ -13,7 +13,7 @@ from typing import Any, Iterator, Optional
 from e2e.harness.fleet import FleetInfo
 from e2e.harness.kube import Kube, KubeError
 from e2e.tests.support import RUN_SECONDS, binding, delete, propagation_policy, unique, until
-from e2e.tests.webhook_support import WebhookProcess, free_port, registered, start_webhook, wait_serving
+from e2e.tests.webhook_support import WebhookProcess, free_port, registered, start_webhook, terminate, wait_serving
 
 REPO = Path(__file__).resolve().parents[2]
 POLICY_NS = "atoll-system"
@@ -37,12 +37,7 @@ class ControllerProcess:
             self.proc.wait(10)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        terminate(self.proc)
 
     def metrics(self) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:

@@ -175,17 +175,22 @@ class Engine:
         heap: list[tuple[tuple, str]] = [(self._queue_key(name), name) for name in cursors]
         heapq.heapify(heap)
         while heap:
-            key, name = heapq.heappop(heap)
+            key, name = heap[0]
             fresh = self._queue_key(name)
             if fresh != key:                      # usage changed since pushed: re-queue lazily
-                heapq.heappush(heap, (fresh, name))
+                heapq.heapreplace(heap, (fresh, name))
                 continue
-            job = next(cursors[name], None)
-            if job is None:
-                continue
-            result.examined += 1
-            self._examine(job, now, result)
-            heapq.heappush(heap, (self._queue_key(name), name))
+            # A refusal changes no queue's key, so this queue stays first: keep taking its jobs until
+            # one is admitted (then its key, and maybe the order, change) or it has none left.
+            admissions = self._admissions
+            for job in cursors[name]:
+                result.examined += 1
+                self._examine(job, now, result)
+                if self._admissions != admissions:
+                    heapq.heapreplace(heap, (self._queue_key(name), name))
+                    break
+            else:
+                heapq.heappop(heap)
         return result
 
     def _candidates(self, full: bool) -> dict[str, Iterator[Job]]:
@@ -218,7 +223,7 @@ class Engine:
         if job.queue not in state.queues:
             self._block(job, Refusal(f"queue {job.queue!r} does not exist", "engine"), result)
             return
-        refusal = self.pipeline.admit(job=job, state=state)
+        refusal = self.pipeline.admit_positional(job, state)
         if refusal is not None:
             self._block(job, refusal, result)
             return
@@ -245,6 +250,22 @@ class Engine:
             excluded = f" (excluded after failures: {', '.join(sorted(job.excluded_clusters))})" \
                 if job.excluded_clusters else ""
             return Refusal(f"no ready cluster{excluded}", "engine")
+        if self.pipeline.fitting_clusters_only and len(candidates) > 1:
+            # Every place plugin judges clusters one by one and only places where the gang minimum
+            # fits, so the others can be left out: the survivors keep their relative order and the
+            # decision is the same. On a refusal the full list is judged again, so the reason (which
+            # names the clusters filtered out) is exactly what it always was. In a filling fleet about
+            # half the clusters are too full for a given job: this halves the per-admission work.
+            fitting = state.clusters_fitting(job.min_demand, candidates)
+            if fitting and len(fitting) < len(candidates):
+                decided = self._decide(job, fitting)
+                if not isinstance(decided, Refusal):
+                    return decided
+        return self._decide(job, candidates)
+
+    def _decide(self, job: Job, candidates: list[Cluster]) -> Placement | Refusal:
+        """Filter, score and place ``job`` over ``candidates`` (ready clusters in name order)."""
+        state = self.state
         if self.pipeline.has_filter:
             reasons: dict[str, str] = {}
             for part in self.pipeline.filter(job=job, clusters=candidates, state=state):
@@ -254,12 +275,15 @@ class Engine:
             if not candidates:
                 return Refusal("no cluster fits: " + _summarise(reasons), "place")
         if self.pipeline.has_score and len(candidates) > 1:
-            scores: dict[str, int] = {}
-            for part in self.pipeline.score(job=job, clusters=candidates, state=state):
+            parts = self.pipeline.score(job=job, clusters=candidates, state=state)
+            scores: dict[str, int] = parts[0] if len(parts) == 1 else {}
+            for part in parts if len(parts) > 1 else ():
                 for cluster, value in part.items():
                     scores[cluster] = scores.get(cluster, 0) + value
-            score_of = scores.get           # candidates come in name order and sorted() is stable:
-            candidates = sorted(candidates, key=lambda c: -score_of(c.name, 0))   # ties stay by name
+            # candidates come in name order and sorted() is stable: ties stay by name
+            negated = [-scores.get(c.name, 0) for c in candidates]
+            order = sorted(range(len(candidates)), key=negated.__getitem__)
+            candidates = [candidates[i] for i in order]
         decided = self.pipeline.place(job=job, clusters=candidates, state=state)
         if decided is not None:
             return decided

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from engine.core.fitindex import FitIndex
 from engine.model import Cluster, Job, JobState, Queue
 from engine.resources import Resources, add_into, clamp_nonnegative, sub
 
@@ -38,6 +39,7 @@ class FleetState:
         self._max_free: Optional[Resources] = None
         self._ready: Optional[list[Cluster]] = None
         self._children: Optional[dict[str, list[str]]] = None
+        self._fits = FitIndex()                         # request -> clusters where it fits, kept incrementally
 
     # -- capacity views ----------------------------------------------------------
     def free(self, cluster: str) -> Resources:
@@ -54,6 +56,14 @@ class FleetState:
         if self._ready is None:
             self._ready = sorted((c for c in self.clusters.values() if c.ready), key=lambda c: c.name)
         return self._ready
+
+    def clusters_fitting(self, need: Resources, clusters: list[Cluster]) -> list[Cluster]:
+        """Those of ``clusters`` (in their order) where ``need`` fits in what is free now."""
+        request = tuple((name, amount) for name, amount in need.items() if amount > 0)
+        if not request:
+            return list(clusters)
+        fit = self._fits.fitting(request, self.clusters, self.free, self.clusters.__contains__)
+        return [c for c in clusters if c.name in fit]
 
     @property
     def max_free(self) -> Resources:
@@ -129,6 +139,7 @@ class FleetState:
     def _invalidate(self, cluster: str) -> None:
         """The cluster itself changed (status, readiness, labels, removal): drop every derived view."""
         self._free.pop(cluster, None)
+        self._fits.changed(cluster)
         self._fleet_free = None
         self._fleet_allocatable = None
         self._max_free = None
@@ -137,6 +148,7 @@ class FleetState:
     def _usage_changed(self, cluster: str) -> None:
         """Only the engine's own bookings on a cluster changed: update derived views incrementally."""
         old = self._free.pop(cluster, None)
+        self._fits.changed(cluster)
         c = self.clusters.get(cluster)
         if old is None or c is None or not c.ready:
             self._fleet_free = self._max_free = None

@@ -1,0 +1,97 @@
+"""The Pipeline's direct hook callers answer exactly as pluggy's own hook calls would."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Optional
+
+import pluggy
+import pytest
+
+from engine.hookspecs import hookimpl
+from engine.model import Cluster, Job, Refusal
+from engine.pipeline import Pipeline, _direct, _manager, _positional
+from engine.plugin import Plugin
+
+
+class Answering(Plugin):
+    """Answers every hook from a fixed table; None means "no opinion"."""
+
+    stages = ("admit", "place")
+
+    def __init__(self, label: str, admit: Optional[str], filtered: Optional[dict[str, str]]) -> None:
+        super().__init__({}, None, f"test.{label}")
+        self.label, self.admit_reason, self.filtered = label, admit, filtered
+        self.calls: list[str] = []
+
+    @hookimpl
+    def atoll_admit(self, job: Job) -> Optional[Refusal]:        # a subset of the arguments, as allowed
+        self.calls.append("admit")
+        return Refusal(self.admit_reason, self.label) if self.admit_reason else None
+
+    @hookimpl
+    def atoll_filter(self, job: Job, clusters: list[Cluster], state: Any) -> Optional[dict[str, str]]:
+        self.calls.append("filter")
+        return self.filtered
+
+
+def answering(label: str, admit: Optional[str], filtered: Optional[dict[str, str]]) -> Answering:
+    """An instance of a subclass named ``label`` (pluggy registers plugins under their names)."""
+    cls = type(f"Answers_{label}", (Answering,), {"name": label})
+    return cls(label, admit, filtered)
+
+
+CASES = [
+    [(None, None), (None, {"c1": "no"})],
+    [("full", {"c0": "x"}), ("later", {"c1": "y"})],
+    [(None, {}), ("second", None), ("third", {"c2": "z"})],
+    [(None, None)],
+]
+
+
+@pytest.mark.parametrize("answers", CASES)
+def test_direct_calls_equal_pluggy_calls(answers: list[tuple[Optional[str], Optional[dict[str, str]]]]) -> None:
+    def plugins() -> list[Answering]:
+        return [answering(f"p{i}", admit, filtered) for i, (admit, filtered) in enumerate(answers)]
+
+    ours, theirs = plugins(), plugins()
+    direct, hooks = _manager(ours, "test").hook, _manager(theirs, "test").hook
+    job = Job(id="j", name="j")
+    kwargs = {"job": job, "clusters": [], "state": None}
+    assert _direct(direct.atoll_admit)(job=job, state=None) == hooks.atoll_admit(job=job, state=None)
+    assert _positional(direct.atoll_admit, None)(job, None) == hooks.atoll_admit(job=job, state=None)
+    assert _direct(direct.atoll_filter)(**kwargs) == hooks.atoll_filter(**kwargs)
+    assert [p.calls for p in ours] == [p.calls for p in theirs]      # same plugins called, same order
+
+
+def test_a_missing_argument_is_pluggy_s_error() -> None:
+    hook = _manager([answering("p", None, None)], "test").hook
+    with pytest.raises(pluggy.HookCallError, match="'job'"):
+        _direct(hook.atoll_admit)(state=None)
+    with pytest.raises(pluggy.HookCallError, match="'clusters'"):      # an implementation taking every argument
+        _direct(hook.atoll_filter)(job=None, state=None, extra=1)
+
+
+def test_wrappers_keep_pluggy_s_own_loop() -> None:
+    class Wrapper(Plugin):
+        name = "wrapper"
+        stages = ("admit",)
+
+        @hookimpl(wrapper=True)
+        def atoll_admit(self, job: Job) -> Iterator[None]:
+            result = yield
+            return result
+
+    hook = _manager([Wrapper({}, None), answering("p", "no", None)], "test").hook.atoll_admit
+    assert _direct(hook) is hook
+    assert hook(job=Job(id="j", name="j"), state=None) == Refusal("no", "p")
+    assert _positional(hook, None)(Job(id="j", name="j"), None) == Refusal("no", "p")
+    assert Pipeline({}).admit_positional(Job(id="j", name="j"), None) is None      # no admit plugin at all
+
+
+def test_policy_order_decides_first_results() -> None:
+    first, second = answering("first", "one", {"a": "1"}), answering("second", "two", {"b": "2"})
+    pipeline = Pipeline({"admit": [first, second], "place": [first, second]})
+    job = Job(id="j", name="j")
+    assert pipeline.admit(job=job, state=None) == Refusal("one", "first")
+    assert second.calls == []
+    assert pipeline.filter(job=job, clusters=[], state=None) == [{"a": "1"}, {"b": "2"}]
