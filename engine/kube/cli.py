@@ -9,17 +9,11 @@ import urllib.parse
 import urllib.request
 from typing import Any, Optional
 
+import uvloop
+
 from engine.errors import InputError
 from engine.kube import plan
 from engine.kube.runner import Options, Runner
-
-
-def _install_uvloop() -> None:
-    try:
-        import uvloop
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    except ImportError:
-        pass
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -29,8 +23,7 @@ def _run(args: argparse.Namespace) -> int:
                    metrics_host=args.metrics_host, metrics_port=args.metrics_port, leader_elect=args.leader_elect,
                    lease_name=args.lease_name, lease_namespace=args.lease_namespace,
                    concurrency=args.concurrency, identity=args.identity or "")
-    _install_uvloop()
-    return asyncio.run(Runner(opts).main())
+    return uvloop.run(Runner(opts).main())
 
 
 async def _binding(ref: str, kubeconfig: Optional[str]) -> dict[str, Any]:

@@ -8,6 +8,8 @@ import json
 import logging
 from typing import Any, Optional
 
+import uvloop
+
 from engine.errors import InputError
 from engine.kube.webhook import ManagedSelector, selector_from_policy
 from engine.kube.webhook_server import WebhookServer, serve
@@ -64,27 +66,17 @@ def _run_webhook(args: argparse.Namespace) -> int:
                                async_loader=lambda: _configmap_selector(ref, kubeconfig))
     else:
         server = WebhookServer(ManagedSelector())
-    _install_uvloop()
     try:
-        asyncio.run(serve(server, args.host, args.port, args.cert, args.key, args.reload_interval))
+        uvloop.run(serve(server, args.host, args.port, args.cert, args.key, args.reload_interval))
     except OSError as exc:
         raise InputError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
     return 0
 
 
-def _install_uvloop() -> None:
-    try:
-        import uvloop
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    except ImportError:
-        pass
-
-
 def _run_bench(args: argparse.Namespace) -> int:
     from engine.kube.webhook_bench import run_bench
 
-    _install_uvloop()
-    result: dict[str, Any] = asyncio.run(run_bench(rate=args.rate, count=args.requests, url=args.url,
+    result: dict[str, Any] = uvloop.run(run_bench(rate=args.rate, count=args.requests, url=args.url,
                                                    concurrency=args.concurrency))
     print(json.dumps(result, indent=2))
     if args.max_p99_ms is not None and result["latency_ms"]["p99"] > args.max_p99_ms:
