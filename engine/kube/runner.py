@@ -195,10 +195,8 @@ class Runner:
             metrics.RELOAD_ERRORS.inc()
             log.error("policy edit rejected, the previous policy keeps running: %s", exc)
             self.policy_text = text
-            involved = {"apiVersion": "v1", "kind": "ConfigMap", "name": new["metadata"]["name"],
-                        "namespace": new["metadata"]["namespace"], "uid": new["metadata"].get("uid", "")}
             if self.controller is not None:
-                self.controller.retry_later(Event(involved, "PolicyRejected",
+                self.controller.retry_later(Event(_involved(new), "PolicyRejected",
                                                   f"invalid policy, previous one keeps running: {exc}", "Warning"))
                 self.wake.set()
             return
@@ -208,9 +206,7 @@ class Runner:
         log.info("policy %s (%s) loaded from %s; mode %s", loaded.name, loaded.digest[:12], source, loaded.mode)
         if self.controller is not None:
             self.controller.set_pipeline(loaded.pipeline, loaded.selector, loaded.mode)
-            involved = {"apiVersion": "v1", "kind": "ConfigMap", "name": new["metadata"]["name"],
-                        "namespace": new["metadata"]["namespace"], "uid": new["metadata"].get("uid", "")}
-            self.controller.retry_later(Event(involved, "PolicyLoaded", f"policy {loaded.name} "
+            self.controller.retry_later(Event(_involved(new), "PolicyLoaded", f"policy {loaded.name} "
                                                                         f"({loaded.digest[:12]}) is running"))
             self.wake.set()
 
@@ -237,8 +233,6 @@ class Runner:
             start = time.perf_counter()
             items = ctl.step(now)
             metrics.CYCLE.observe(time.perf_counter() - start)
-            for name in ctl.engine.state.queues:
-                metrics.PENDING.labels(name).set(ctl.engine.pending_count(name))
             if items:
                 try:
                     await writer.run(items)
@@ -297,8 +291,12 @@ class Runner:
         return web.Response(text=text, status=status)
 
     async def _metrics(self, _: web.Request) -> web.Response:
-        for c in self.caches:
+        for c in self.caches:                # gauges of state are read when scraped, not kept per step
             metrics.CACHE_OBJECTS.labels(c.name).set(len(c.objects))
+        if self.controller is not None:
+            engine = self.controller.engine
+            for name in engine.state.queues:
+                metrics.PENDING.labels(name).set(engine.pending_count(name))
         resp = web.Response(body=generate_latest())
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return resp
@@ -309,3 +307,9 @@ class Runner:
             return web.Response(text="this replica is not the leader (no live engine)\n", status=503)
         return web.Response(text=self.controller.explain(job) + "\n")
 
+
+def _involved(configmap: dict[str, Any]) -> dict[str, str]:
+    """The policy ConfigMap as an Event's involvedObject."""
+    meta = configmap["metadata"]
+    return {"apiVersion": "v1", "kind": "ConfigMap", "name": meta["name"], "namespace": meta["namespace"],
+            "uid": meta.get("uid", "")}
