@@ -13,15 +13,11 @@ from typing import Any, Optional
 
 from e2e.harness.kube import Kube, KubeError
 from e2e.tests.support import RB_API, is_true, until
-
-
-def pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+from engine.stats import percentile
 
 
 def latency(values: list[float]) -> dict[str, float]:
-    return {"p50": round(pct(values, 50), 3), "p95": round(pct(values, 95), 3), "max": round(max(values), 3)}
+    return {**{f"p{q}": round(percentile(values, q) or 0.0, 3) for q in (50, 95)}, "max": round(max(values), 3)}
 
 
 def post_at_rate(kube: Kube, path: str, bodies: dict[str, dict[str, Any]], rate: float,

@@ -22,6 +22,7 @@ from typing import Any, Optional
 import aiohttp
 
 from engine.kube.webhook_certs import write_certs
+from engine.stats import percentile
 
 
 def sample_review(i: int) -> dict[str, Any]:
@@ -51,11 +52,6 @@ def _free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
-
-
-def _percentile(sorted_ms: list[float], q: float) -> float:
-    idx = min(len(sorted_ms) - 1, max(0, int(round(q * len(sorted_ms) + 0.5)) - 1))
-    return round(sorted_ms[idx], 3)
 
 
 async def _wait_healthy(session: aiohttp.ClientSession, base: str, proc: Optional[subprocess.Popen[bytes]]) -> None:
@@ -131,8 +127,8 @@ async def run_bench(rate: float, count: int, url: Optional[str] = None, concurre
     return {
         "target": base, "requests": count, "errors": errors, "offered_rate": rate,
         "achieved_rate": round(count / elapsed, 1),
-        "latency_ms": {"p50": _percentile(lat, 0.50), "p95": _percentile(lat, 0.95),
-                       "p99": _percentile(lat, 0.99), "max": round(lat[-1], 3)},
+        "latency_ms": {**{f"p{q}": round(percentile(lat, q) or 0.0, 3) for q in (50, 95, 99)},
+                       "max": round(lat[-1], 3)},
         "machine": {"python": platform.python_version(), "platform": platform.platform(),
                     "cpus": os.cpu_count(), "loadavg_1m": round(os.getloadavg()[0], 2)},
     }

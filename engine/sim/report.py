@@ -7,23 +7,14 @@ utilisation, and how close each queue's dominant share came to its weight.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Optional
 
 from engine.resources import PODS, add_into, scale
 from engine.sim.driver import SimJob, SimResult
 from engine.sim.scenario import lower_bound
+from engine.stats import percentile
 
 STATES = ("Succeeded", "Failed", "Pending", "Running")
-
-
-def percentile(values: list[float], q: float) -> Optional[float]:
-    """Nearest-rank percentile (q in 0..100); None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
 
 
 def _r(value: Optional[float], digits: int = 3) -> Optional[float]:
