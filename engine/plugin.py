@@ -19,12 +19,13 @@ from typing import Any, ClassVar, Optional
 
 import pluggy
 
+from engine._data import data_path
 from engine.errors import InputError
 from engine.hookspecs import PROJECT, STAGES, DiscoverySpecs, StageSpecs
 
 ENTRY_POINT_GROUP = "atoll.plugins"
 BUILTIN_MODULE = "plugins"
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+SCHEMA_DIR = data_path("schemas")
 PLUGIN_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")      # the pattern of schemas/policy.schema.json
 
 
@@ -32,7 +33,7 @@ class Plugin:
     """Base of every Atoll plugin. Subclasses set ``name``, ``stages`` and ``config_schema``.
 
     The engine builds one instance per loaded policy, with the plugin's validated config
-    (``{}`` when the policy gives none), ``cel``, an ``engine.cel.CelCompiler`` for
+    (``{}`` when the policy gives none), ``cel``, an ``engine.policy.cel.CelCompiler`` for
     compiling the config's CEL expressions at load time (errors there reject the policy),
     and ``where``, the config's place for messages (``policy.yaml: spec.plugins.drf``).
     """
@@ -70,7 +71,7 @@ class Plugin:
 
 @lru_cache(maxsize=None)
 def _schema_file(path: Path) -> dict[str, Any]:
-    """Read once: the same dict object each time lets engine.schema_check reuse its validator."""
+    """Read once: the same dict object each time lets engine.policy.schema_check reuse its validator."""
     loaded: dict[str, Any] = json.loads(path.read_text())
     return loaded
 

@@ -24,7 +24,7 @@ from plugins._placeutil import configure
 
 def _compiler(cel: Any) -> Any:
     if cel is None:
-        from engine.cel import CelCompiler
+        from engine.policy.cel import CelCompiler
         return CelCompiler()
     return cel
 

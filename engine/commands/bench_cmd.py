@@ -6,10 +6,11 @@ import argparse
 import json
 from pathlib import Path
 
+from engine._data import data_path
 from engine.bench import BenchShape, run_bench
 from engine.pipeline import Pipeline
 
-DEFAULT_POLICY = Path(__file__).resolve().parents[2] / "policies" / "default.yaml"
+DEFAULT_POLICY = data_path("policies", "default.yaml")
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

@@ -19,6 +19,7 @@ from typing import Any, Optional
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from engine._data import data_path
 from engine.errors import InputError
 from engine.kube import metrics, plan, policy_source
 from engine.kube.cache import WatchCache
@@ -175,7 +176,7 @@ class Runner:
             self.policy = policy_source.load(text, self.opts.policy_file)
             metrics.POLICY_GENERATION.inc()
         else:
-            default = Path(__file__).resolve().parents[2] / "policies" / "default.yaml"
+            default = data_path("policies", "default.yaml")
             if not default.exists():
                 raise InputError("no policy given: use --policy-configmap NS/NAME or --policy FILE", "atoll run")
             self.policy = policy_source.load(default.read_text(), str(default))
