@@ -202,6 +202,15 @@ def test_access_reviews_as_each_service_account(fleet: FleetHandle, installed: I
     for verb, res, group, where, name, sub in hook_extra:    # the webhook holds none of the controller's rights
         if allowed(hook, verb, res, group, where, name, sub):
             answers["allowed but forbidden"].append(f"webhook SA: {verb} {group}/{res} {where}/{name}")
+    # in the host cluster the pods' ServiceAccounts hold nothing (Atoll never calls the host's API)
+    for sa in (f"{RELEASE}-controller", f"{RELEASE}-webhook"):
+        token = service_account_token(installed.host, ns, sa)
+        on_host = Kube(installed.host.server, fleet.info.ca_file, token, f"host {sa}")
+        for verb, res, group, where in [("get", "secrets", "", ns), ("list", "configmaps", "", ns),
+                                        ("create", "pods", "", ns), ("get", "leases", "coordination.k8s.io", ns),
+                                        ("create", "events", "", ns), ("list", "deployments", "apps", "")]:
+            if allowed(on_host, verb, res, group, where):
+                answers["allowed but forbidden"].append(f"{on_host.name}: {verb} {group}/{res} {where}")
     assert answers == {"denied but needed": [], "allowed but forbidden": []}
 
 
