@@ -253,6 +253,8 @@ def test_helm_upgrade_of_the_policy_is_hot_reloaded(fleet: FleetHandle, installe
     (installed.workdir / "bind.yaml").write_text(policy("bind"))
     generation = metric(installed.controller, "atoll_policy_generation")
     pid = installed.controller.proc.pid
+    lease_path = f"/apis/coordination.k8s.io/v1/namespaces/{installed.ns}/leases/atoll-controller"
+    holder = karmada.get(lease_path)["spec"]["holderIdentity"]
     helm(installed.karmada_kc, "upgrade", RELEASE, str(CHART), "-n", installed.ns, *installed.karmada_values,
          "--set-file", f"policy={installed.workdir / 'bind.yaml'}")
     until("PolicyLoaded Event on the policy ConfigMap",
@@ -271,6 +273,9 @@ def test_helm_upgrade_of_the_policy_is_hot_reloaded(fleet: FleetHandle, installe
     until("Scheduled=True written by the controller SA", lambda: (b := binding(karmada, ns, rb_name(j))) and is_true(
         b, "Scheduled") and b, 30, show=lambda: binding(karmada, ns, rb_name(j)))
     assert installed.controller.proc.pid == pid and installed.controller.alive()
+    # the upgrade left the chart-created Lease's spec to its holder (helm patches only what the chart renders)
+    lease = karmada.get(lease_path)["spec"]
+    assert lease["holderIdentity"] == holder and "atoll_leader 1.0" in installed.controller.metrics(), lease
 
 
 def test_uninstall_leaves_no_webhook_registration(fleet: FleetHandle, installed: Installed) -> None:
