@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from engine.errors import InputError
 from engine.pipeline import Pipeline
+from engine.sim.compare import column_names, compare_rows
 from engine.sim.driver import SimResult, simulate
 from engine.sim.report import build_report
 from engine.sim.scenario import Scenario, load_scenario
@@ -78,6 +80,7 @@ def run(args: argparse.Namespace, loader: PipelineLoader = load_pipeline, consol
     for index, (pipeline, name) in enumerate(pipelines):
         result = _simulate(scenario, pipeline, name, console)
         report = build_report(result)
+        report["policyFile"] = str(policies[index])
         reports.append(report)
         if args.report:
             _write_json(report, _numbered(args.report, index, len(pipelines), name))
@@ -134,16 +137,19 @@ def _simulate(scenario: Scenario, pipeline: Pipeline, name: str, console: Consol
         bar.stop()
 
 
+UNDEFINED = "undefined"
+
+
 def _fmt(value: Any, unit: str = "") -> str:
     if value is None:
-        return "-"
+        return UNDEFINED
     if isinstance(value, float):
         return f"{value:,.1f}{unit}" if abs(value) >= 10 else f"{value:.3g}{unit}"
     return f"{value}{unit}"
 
 
 def _pct(value: Optional[float]) -> str:
-    return "-" if value is None else f"{100 * value:.1f}%"
+    return UNDEFINED if value is None else f"{100 * value:.1f}%"
 
 
 def print_summary(report: dict[str, Any], console: Console) -> None:
@@ -154,6 +160,9 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
                   show_header=False, title_justify="left")
     table.add_column("metric", style="bold")
     table.add_column("value")
+    if not s["outcome"]["complete"]:
+        table.add_row("[red]INCOMPLETE[/red]", "[red]" + ", ".join(s["outcome"]["problems"])
+                      + ": the makespan covers only the jobs that finished[/red]")
     states = ", ".join(f"{jobs[k]} {k.lower()}" for k in ("Succeeded", "Failed", "Pending", "Running") if jobs[k])
     table.add_row("jobs", f"{jobs['total']}: {states}")
     ratio = f" = {s['makespanRatio']:.3f} x lower bound {s['lowerBound']:,.0f}s" if s["makespanRatio"] else ""
@@ -163,56 +172,51 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
     table.add_row("wait (submit to start)", f"p50 {_fmt(s['wait']['p50'], 's')}, p95 {_fmt(s['wait']['p95'], 's')}, "
                                             f"max {_fmt(s['wait']['max'], 's')}")
     held, useful = s["utilisation"]["held"], s["utilisation"]["useful"]
-    table.add_row("utilisation (held / useful)",
-                  ", ".join(f"{name} {_pct(held[name])} / {_pct(useful[name])}" for name in held))
+    for name in held:
+        table.add_row(f"{name} held / useful", f"{_pct(held[name])} / {_pct(useful.get(name))}")
+    for item in s["pendingReasons"][:5]:
+        table.add_row("waited because" if item is s["pendingReasons"][0] else "",
+                      f"{item['jobs']} jobs: {escape(item['example'])}")
     sim = s["simulation"]
     table.add_row("simulation", f"{sim['wallSeconds']:.2f}s wall, {sim['cycles']} engine cycles, "
                                 f"{sim['jobsExamined']} job examinations"
                                 + (" (stopped at the horizon)" if sim["horizonReached"] else ""))
     console.print(table)
     if len(s["queues"]) > 1:
-        qt = Table(title="queues: dominant share of the fleet", title_justify="left")
-        for col in ("queue", "weight", "target", "mean share", "saturated share", "fraction", "off by"):
-            qt.add_column(col, justify="right" if col != "queue" else "left")
+        qt = Table(title="queues: dominant share of the fleet; target follows the queue hierarchy "
+                         "(fraction and off-by are measured while every queue has a backlog)", title_justify="left")
+        nested = any(q.get("parent") for q in s["queues"].values())
+        for col in ("queue", "parent", "weight", "target", "mean share", "saturated share", "fraction", "off by",
+                    "wait p50", "wait p95"):
+            if col != "parent" or nested:
+                qt.add_column(col, justify="right" if col not in ("queue", "parent") else "left")
         for name, q in s["queues"].items():
-            qt.add_row(name, str(q["weight"]), _pct(q["targetFraction"]), _pct(q["meanShare"]),
-                       _pct(q["saturatedMeanShare"]), _pct(q["saturatedFraction"]), _pct(q["deviationFromWeight"]))
+            parent = [escape(q.get("parent") or "")] if nested else []
+            qt.add_row(escape(name), *parent, str(q["weight"]), _pct(q["targetFraction"]),
+                       _pct(q["meanShare"]), _pct(q["saturatedMeanShare"]), _pct(q["saturatedFraction"]),
+                       _pct(q["deviationFromWeight"]), _fmt(q["wait"]["p50"], "s"), _fmt(q["wait"]["p95"], "s"))
         console.print(qt)
 
 
-COMPARE_METRICS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
-    ("jobs succeeded", lambda s: s["jobs"]["Succeeded"]),
-    ("jobs failed", lambda s: s["jobs"]["Failed"]),
-    ("jobs never ran", lambda s: s["jobs"]["Pending"]),
-    ("makespan (s)", lambda s: s["makespan"]),
-    ("makespan / lower bound", lambda s: s["makespanRatio"]),
-    ("partial gangs", lambda s: s["partialGangs"]),
-    ("attempts", lambda s: s["attempts"]["total"]),
-    ("wait p50 (s)", lambda s: s["wait"]["p50"]),
-    ("wait p95 (s)", lambda s: s["wait"]["p95"]),
-    ("cpu held", lambda s: s["utilisation"]["held"].get("cpu")),
-    ("cpu useful", lambda s: s["utilisation"]["useful"].get("cpu")),
-    ("worst queue off weight", lambda s: max((q["deviationFromWeight"] or 0.0 for q in s["queues"].values()),
-                                                 default=None) if len(s["queues"]) > 1 else None),
-    ("wall time (s)", lambda s: s["simulation"]["wallSeconds"]),
-]
-
-
 def compare_table(reports: list[dict[str, Any]]) -> Table:
-    """Metrics side by side; every later policy also as a ratio to the first, in its cell."""
+    """Metrics side by side (engine.sim.compare): the best of each row marked *, every later run
+    also as a ratio to the first, in its cell."""
     base = reports[0]
+    names = column_names(reports)
     table = Table(title=f"atoll simulate --compare: {base['scenario']} (members: {base['memberScheduler']}); "
-                        f"ratios are to {base['policy']}", title_justify="left")
+                        f"ratios are to {names[0]}; * best (undefined never ranks; makespan only among "
+                        f"runs that completed every job)", title_justify="left")
     table.add_column("metric", style="bold", no_wrap=True)
-    for r in reports:
-        table.add_column(r["policy"], justify="right", no_wrap=True)
-    for label, get in COMPARE_METRICS:
-        values = [get(r["summary"]) for r in reports]
-        cells = [_fmt(values[0])]
-        for v in values[1:]:
-            ratio = ""
-            if isinstance(v, (int, float)) and isinstance(values[0], (int, float)) and values[0]:
-                ratio = f" ({v / values[0]:.2f}x)"
-            cells.append(_fmt(v) + ratio)
-        table.add_row(label, *cells)
+    for name in names:
+        table.add_column(escape(name), justify="right", no_wrap=True)
+    for row in compare_rows(reports):
+        cells = []
+        for cell in row["cells"]:
+            text = _fmt(cell["value"])
+            if cell["ratio"] is not None:
+                text += f" ({cell['ratio']:.2f}x)"
+            if cell["note"]:
+                text += f" [{cell['note']}]"
+            cells.append(("[bold green]* " + escape(text) + "[/bold green]") if cell["best"] else escape(text))
+        table.add_row(row["label"], *cells)
     return table

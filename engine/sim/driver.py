@@ -49,6 +49,7 @@ class SimJob:
     finish_time: Optional[float] = None
     reason: str = ""
     partial: bool = False              # had some but not all of its gang running at some time
+    reasons: list[tuple[float, str]] = field(default_factory=list)   # (time, new pending reason), changes only
 
 
 @dataclass
@@ -198,6 +199,7 @@ class Simulation:
         if refusal is not None:
             sim = self.jobs[spec.id]
             sim.state, sim.finish_time, sim.reason = "Failed", self.now, f"rejected: {refusal.reason}"
+            sim.reasons.append((self.now, sim.reason))
             self._done += 1
         self._dirty = True
 
@@ -207,6 +209,9 @@ class Simulation:
         result = self.engine.cycle(self.now)
         self.cycles += 1
         self.examined += result.examined
+        for job_id, reason in result.reasons.items():
+            if job_id in self.jobs:
+                self.jobs[job_id].reasons.append((self.now, reason))
         for admission in result.admitted:
             self._dispatch(admission)
 
@@ -282,6 +287,8 @@ class Simulation:
             self._running -= 1
             add_into(self._running_demand, _demand(sim.spec), -1)
         recovery = self.engine.fail(job_id, Failure(kind, cluster, message), self.now)
+        if recovery.reason:
+            sim.reasons.append((self.now, recovery.reason))
         if not recovery.requeue:
             sim.state, sim.finish_time, sim.reason = "Failed", self.now, recovery.reason
             self._done += 1
