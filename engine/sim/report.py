@@ -12,10 +12,10 @@ saturated sample, no job started) is ``None`` ("undefined"), never a 0 that woul
 
 from __future__ import annotations
 
-import re
 from typing import Any, Optional
 
 from engine import fairshare
+from engine.reasons import reason_kind
 from engine.resources import PODS, add_into, scale
 from engine.sim.driver import SimJob, SimResult
 from engine.sim.scenario import lower_bound
@@ -57,15 +57,6 @@ def wait_time(sim: SimJob) -> Optional[float]:
         if attempt.start_time is not None:
             return attempt.start_time - sim.spec.submit_at
     return None
-
-
-_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:[a-zA-Z]+)?\b")
-
-
-def reason_kind(reason: str) -> str:
-    """A reason with its amounts replaced by N, so refusals that differ only in numbers count together
-    ("needs 4 cpu, 2 free" and "needs 8 cpu, 3 free"); names such as member1 are kept."""
-    return _NUMBER.sub("N", reason)
 
 
 def pending_reasons(result: SimResult, limit: int = 10) -> list[dict[str, Any]]:
