@@ -32,7 +32,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--compare", nargs="+", metavar="POLICY", help="policies to compare on SCENARIO (given last)")
     p.add_argument("--report", metavar="OUT.json", help="write the full JSON report (one per policy with --compare)")
     p.add_argument("--plot", metavar="OUT.png", help="write a PNG of backlog, utilisation and queue shares")
+    p.add_argument("--html", metavar="OUT.html", help="write one self-contained HTML report (charts, tables; "
+                                                     "opens from file:// offline); with --compare, one for all")
     p.add_argument("--seed", type=int, default=None, help="override spec.seed")
+    p.add_argument("--serve", action="store_true", help="run at --speed and serve the live dashboard meanwhile "
+                                                        "(and after, until Ctrl-C)")
+    p.add_argument("--speed", type=float, default=60.0, metavar="X",
+                   help="with --serve: simulated seconds per wall second (default 60)")
+    p.add_argument("--dashboard-port", type=int, default=8090, metavar="N", help="with --serve (default 8090; 0: any)")
+    p.add_argument("--dashboard-address", default="127.0.0.1", metavar="ADDR",
+                   help="with --serve: address to bind (default 127.0.0.1: this machine only)")
     p.set_defaults(func=run)
 
 
@@ -73,24 +82,77 @@ def run(args: argparse.Namespace, loader: PipelineLoader = load_pipeline, consol
         raise InputError("--compare needs at least two policies and then the scenario", "atoll simulate")
     if compare and args.policy:
         raise InputError("use either --policy or --compare", "atoll simulate")
+    if getattr(args, "serve", False) and compare:
+        raise InputError("--serve runs one policy: use --policy, not --compare", "atoll simulate")
+    if getattr(args, "serve", False) and not args.speed > 0:
+        raise InputError(f"--speed must be > 0, got {args.speed:g}", "atoll simulate --speed")
     scenario = load_scenario(scenario_path, seed=args.seed)
     policies = [resolve_policy(p) for p in compare] if compare else [resolve_policy(args.policy)]
     pipelines = [loader(p) for p in policies]          # load (and validate) every policy before running any
+    if getattr(args, "serve", False):
+        return _serve(args, scenario, pipelines[0], policies[0], console)
     reports = []
     for index, (pipeline, name) in enumerate(pipelines):
         result = _simulate(scenario, pipeline, name, console)
-        report = build_report(result)
-        report["policyFile"] = str(policies[index])
-        reports.append(report)
-        if args.report:
-            _write_json(report, _numbered(args.report, index, len(pipelines), name))
-        if args.plot:
-            from engine.sim.plot import write_plot
-            write_plot(report, _numbered(args.plot, index, len(pipelines), name))
+        reports.append(_outputs(args, result, policies[index], index, len(pipelines)))
     if compare:
         console.print(compare_table(reports))
     else:
         print_summary(reports[0], console)
+    if getattr(args, "html", None):
+        _write_html(reports, args.html)
+    return 0
+
+
+def _outputs(args: argparse.Namespace, result: SimResult, policy: Path, index: int, count: int) -> dict[str, Any]:
+    """The report of one run, written where asked (JSON, PNG)."""
+    report = build_report(result)
+    report["policyFile"] = str(policy)
+    if args.report:
+        _write_json(report, _numbered(args.report, index, count, result.policy))
+    if args.plot:
+        from engine.sim.plot import write_plot
+        write_plot(report, _numbered(args.plot, index, count, result.policy))
+    return report
+
+
+def _write_html(reports: list[dict[str, Any]], path: str) -> None:
+    from engine.sim.html import write_html
+    try:
+        write_html(reports, path)
+    except OSError as exc:
+        raise InputError(f"cannot write HTML report: {exc.strerror}", path) from None
+
+
+def _serve(args: argparse.Namespace, scenario: Scenario, loaded: tuple[Pipeline, str], policy: Path,
+           console: Console) -> int:
+    """Run the scenario paced at --speed with the live dashboard (engine/dashboard/simserve.py)."""
+    import asyncio
+
+    from engine.dashboard.simserve import policy_log, serve_simulation
+    from engine.sim.driver import Simulation
+
+    pipeline, name = loaded
+    sim = Simulation(scenario, pipeline, name)
+
+    def announce(url: str) -> None:
+        console.print(f"dashboard: {url} (simulating {scenario.name} at {args.speed:g}x; Ctrl-C to stop)")
+
+    def done(result: SimResult) -> None:
+        report = _outputs(args, result, policy, 0, 1)
+        print_summary(report, console)
+        if args.html:
+            _write_html([report], args.html)
+        console.print("simulation finished; the dashboard keeps serving its final state (Ctrl-C to stop)")
+
+    try:
+        asyncio.run(serve_simulation(sim, policy_log(policy, name), args.speed, args.dashboard_address,
+                                     args.dashboard_port, announce, done))
+    except KeyboardInterrupt:
+        pass
+    except OSError as exc:
+        raise InputError(f"cannot serve the dashboard: {exc.strerror or exc}",
+                         f"--dashboard-port {args.dashboard_port}") from None
     return 0
 
 
@@ -212,7 +274,7 @@ def compare_table(reports: list[dict[str, Any]]) -> Table:
     for row in compare_rows(reports):
         cells = []
         for cell in row["cells"]:
-            text = _fmt(cell["value"])
+            text = _pct(cell["value"]) if row["percent"] else _fmt(cell["value"])
             if cell["ratio"] is not None:
                 text += f" ({cell['ratio']:.2f}x)"
             if cell["note"]:

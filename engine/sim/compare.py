@@ -17,8 +17,10 @@ Getter = Callable[[dict[str, Any]], Any]
 
 
 class Metric:
-    def __init__(self, label: str, get: Getter, better: Optional[str] = None, complete_only: bool = False) -> None:
+    def __init__(self, label: str, get: Getter, better: Optional[str] = None, complete_only: bool = False,
+                 percent: bool = False) -> None:
         self.label = label
+        self.percent = percent                # a fraction, shown as a percentage
         self.get = get
         self.better = better                  # "lower", "higher" or None (not ranked)
         self.complete_only = complete_only
@@ -43,7 +45,7 @@ BASE_METRICS: list[Metric] = [
     Metric("wait p95 (s)", lambda s: s["wait"]["p95"], "lower"),
 ]
 TAIL_METRICS: list[Metric] = [
-    Metric("worst queue off target", _worst_queue, "lower"),
+    Metric("worst queue off target", _worst_queue, "lower", percent=True),
     Metric("wall time (s)", lambda s: s["simulation"]["wallSeconds"]),
 ]
 
@@ -61,8 +63,8 @@ def metrics(summaries: list[dict[str, Any]]) -> list[Metric]:
                 resources.append(name)
     per_resource = []
     for name in sorted(resources, key=lambda n: (n not in ("cpu", "memory"), n)):
-        per_resource.append(Metric(f"{name} held", _utilisation("held", name)))
-        per_resource.append(Metric(f"{name} useful", _utilisation("useful", name), "higher"))
+        per_resource.append(Metric(f"{name} held", _utilisation("held", name), percent=True))
+        per_resource.append(Metric(f"{name} useful", _utilisation("useful", name), "higher", percent=True))
     return BASE_METRICS + per_resource + TAIL_METRICS
 
 
@@ -107,5 +109,5 @@ def compare_rows(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 ratio = v / first
             note = "incomplete run" if metric.complete_only and not complete[i] and v is not None else ""
             cells.append({"value": v, "ratio": ratio, "best": best[i], "note": note})
-        rows.append({"label": metric.label, "better": metric.better, "cells": cells})
+        rows.append({"label": metric.label, "better": metric.better, "percent": metric.percent, "cells": cells})
     return rows

@@ -110,13 +110,23 @@ class Simulation:
         self.cycles = 0
         self.examined = 0
         self._fleet = scenario.fleet_allocatable
+        self._started = 0.0
+        self._stalled, self._previous = 0, -1.0
 
     # -- setup -----------------------------------------------------------------------------
     def _push(self, at: float, kind: int, payload: Any = None) -> None:
         heapq.heappush(self._events, (at, kind, next(self._seq), payload))
 
     def run(self) -> SimResult:
-        started = time.perf_counter()
+        self.start()
+        while True:
+            horizon_reached = self.step()
+            if horizon_reached is not None:
+                return self.finish(horizon_reached)
+
+    def start(self) -> None:
+        """Load the fleet into the engine and schedule every submission and cluster event."""
+        self._started = time.perf_counter()
         for queue in self.scenario.build_queues():
             self.engine.upsert_queue(queue)
         for name, member in self.members.items():
@@ -127,44 +137,57 @@ class Simulation:
         for event in self.scenario.events:
             self._push(event.at, CLUSTER, event)
         self._push(self.scenario.status_period, STATUS)
-        horizon_reached = self._loop()
+
+    def finish(self, horizon_reached: bool) -> SimResult:
         self._close()
         return SimResult(self.scenario, self.policy_name, self.jobs, self.timeline, self.held, self.now,
-                         self.cycles, self.examined, time.perf_counter() - started, horizon_reached)
+                         self.cycles, self.examined, time.perf_counter() - self._started, horizon_reached)
 
     # -- the loop ----------------------------------------------------------------------------
-    def _loop(self) -> bool:
+    def next_time(self) -> Optional[float]:
+        """When the next step happens (simulated seconds), or None when nothing is left to happen.
+        For a paced run (``atoll simulate --serve``), which sleeps until then."""
+        next_time = self._events[0][0] if self._events else None
+        timer = self.engine.next_timer()
+        if timer is not None:
+            timer = max(timer, self._last_cycle + self.scenario.schedule_period, self.now)
+            if next_time is None or timer < next_time:
+                next_time = timer
+        return next_time
+
+    def step(self) -> Optional[bool]:
+        """Advance to the next timestamp and apply everything due then. None: more to come; otherwise
+        the run is over (True if it stopped at the horizon)."""
         period = self.scenario.schedule_period
-        stalled, previous = 0, -1.0
-        while True:
-            stalled, previous = (stalled + 1 if self.now == previous else 0), self.now
-            if stalled > 1000:              # a bug, not an input problem: fail loudly instead of spinning
-                raise RuntimeError(f"simulator made no progress at t={self.now}")
-            next_time = self._events[0][0] if self._events else None
-            timer = self.engine.next_timer()
-            if timer is not None:
-                timer = max(timer, self._last_cycle + period, self.now)
-                if next_time is None or timer < next_time:
-                    next_time = timer
-                    self._dirty = True
-            if next_time is None:
-                return False
-            if next_time > self.scenario.horizon:
-                self._advance(self.scenario.horizon)
-                return True
-            self._advance(next_time)
-            while self._events and self._events[0][0] <= self.now:
-                _, kind, _, payload = heapq.heappop(self._events)
-                self._apply(kind, payload)
-            self._schedule_members()
-            if self._dirty:
-                if self.now >= self._last_cycle + period:    # the timer's own expression: no float drift
-                    self._cycle()
-                    self._schedule_members()
-                elif not self._cycle_pending:
-                    self._cycle_pending = True
-                    self._push(self._last_cycle + period, CYCLE)
-            self._check_gangs()
+        self._stalled, self._previous = (self._stalled + 1 if self.now == self._previous else 0), self.now
+        if self._stalled > 1000:              # a bug, not an input problem: fail loudly instead of spinning
+            raise RuntimeError(f"simulator made no progress at t={self.now}")
+        next_time = self._events[0][0] if self._events else None
+        timer = self.engine.next_timer()
+        if timer is not None:
+            timer = max(timer, self._last_cycle + period, self.now)
+            if next_time is None or timer < next_time:
+                next_time = timer
+                self._dirty = True
+        if next_time is None:
+            return False
+        if next_time > self.scenario.horizon:
+            self._advance(self.scenario.horizon)
+            return True
+        self._advance(next_time)
+        while self._events and self._events[0][0] <= self.now:
+            _, kind, _, payload = heapq.heappop(self._events)
+            self._apply(kind, payload)
+        self._schedule_members()
+        if self._dirty:
+            if self.now >= self._last_cycle + period:    # the timer's own expression: no float drift
+                self._cycle()
+                self._schedule_members()
+            elif not self._cycle_pending:
+                self._cycle_pending = True
+                self._push(self._last_cycle + period, CYCLE)
+        self._check_gangs()
+        return None
 
     def _advance(self, to: float) -> None:
         dt = to - self.now
