@@ -101,3 +101,28 @@ class Source:
     def absolute_times(self) -> bool:
         """Whether ``now()`` is wall-clock time (show dates) or seconds from a start (show t=...)."""
         return self.kind == "controller"
+
+
+class ControllerSource(Source):
+    """``atoll run``'s view: the leader's engine (None on a standby) and the runner's policy log.
+
+    Reads the runner through attributes only (``controller``, ``policy_log``, ``dashboard_version``,
+    ``identity``, ``leading``, ``synced``), so the runner needs no dashboard code beyond recording."""
+
+    kind = "controller"
+
+    def __init__(self, runner: Any) -> None:
+        super().__init__(None, runner.policy_log)
+        self.runner = runner
+
+    def engine(self) -> Optional[Engine]:
+        controller = getattr(self.runner, "controller", None)
+        return controller.engine if controller is not None else None
+
+    def version(self) -> int:
+        return int(getattr(self.runner, "dashboard_version", 0))
+
+    def info(self) -> dict[str, Any]:
+        return {"kind": self.kind, "identity": getattr(self.runner, "identity", ""),
+                "leading": bool(getattr(self.runner, "leading", False)),
+                "synced": bool(getattr(self.runner, "synced", False))}
