@@ -7,10 +7,12 @@ long tail of ones. The simulator's report and the dashboard count by kind, amoun
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:[a-zA-Z]+)?\b")
 
 
+@lru_cache(maxsize=4096)           # reasons repeat: thousands of jobs share a handful
 def reason_kind(reason: str) -> str:
     """A reason with its amounts replaced by N, so refusals that differ only in numbers count together
     ("needs 4 cpu, 2 free" and "needs 8 cpu, 3 free"); names such as member1 are kept."""

@@ -135,7 +135,7 @@ def queues_view(source: Source, history: Optional[list[tuple[float, dict[str, fl
             "otherReasons": sum(n for _, n in reasons[MAX_REASONS:]),
             "borrowing": target is not None and share > target * BORROWING_ABOVE,
             "overGuarantee": over_guarantee,
-            "starved": c["pending"] > 0 and (target is None or share < target * STARVED_BELOW),
+            "starved": c["pending"] > 0 and target is not None and share < target * STARVED_BELOW,
             "preemptions": getattr(q, "preemptions", None),
         })
     out["queues"] = rows
