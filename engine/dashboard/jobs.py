@@ -80,11 +80,27 @@ def _sort_key(p: Params, now: float) -> Any:
     return keys[p.sort]
 
 
-def positions(engine: Engine, queue: str) -> dict[str, int]:
-    """1-based position of each pending job of ``queue`` in the engine's order for it."""
-    pending = [j for j in engine.state.jobs.values() if j.queue == queue and j.state is JobState.PENDING]
-    pending.sort(key=lambda j: (j.sort_key, j.seq))
-    return {j.id: i + 1 for i, j in enumerate(pending)}
+def positions(engine: Engine, queues: set[str]) -> dict[str, int]:
+    """1-based position of each pending job of ``queues`` in the engine's order for its queue.
+
+    The engine keeps each queue's pending jobs sorted (``Engine._pending``, a SortedList of
+    (sort key, seq, id)); when present it is read as is (no sort here). Otherwise the order is
+    rebuilt from the public job fields with one pass and one sort per queue."""
+    index = getattr(engine, "_pending", None)
+    out: dict[str, int] = {}
+    if isinstance(index, dict):
+        for queue in queues:
+            for i, entry in enumerate(index.get(queue, ())):
+                out[entry[-1]] = i + 1
+        return out
+    by_queue: dict[str, list[Job]] = {q: [] for q in queues}
+    for job in engine.state.jobs.values():
+        if job.state is JobState.PENDING and job.queue in by_queue:
+            by_queue[job.queue].append(job)
+    for pending in by_queue.values():
+        pending.sort(key=lambda j: (j.sort_key, j.seq))
+        out.update((j.id, i + 1) for i, j in enumerate(pending))
+    return out
 
 
 def placement_text(job: Job) -> str:
@@ -124,17 +140,14 @@ def jobs_view(source: Source, query: Mapping[str, str]) -> dict[str, Any]:
     pages = max(1, -(-len(matched) // p.limit))
     page = min(p.page, pages)
     rows = matched[(page - 1) * p.limit: page * p.limit]
-    order: dict[str, dict[str, int]] = {}
-    for job in rows:
-        if job.state is JobState.PENDING and job.queue not in order:
-            order[job.queue] = positions(engine, job.queue)
+    order = positions(engine, {j.queue for j in rows if j.state is JobState.PENDING})
     groups: dict[tuple[str, str], int] = {}
     for job in matched:
         if job.state is JobState.PENDING:
             key = (reason_kind(job.pending_reason) if job.pending_reason else "not examined yet", job.queue)
             groups[key] = groups.get(key, 0) + 1
     out.update({
-        "rows": [job_row(j, now, order.get(j.queue, {}).get(j.id)) for j in rows],
+        "rows": [job_row(j, now, order.get(j.id)) for j in rows],
         "total": len(jobs), "matched": len(matched), "pages": pages,
         "groups": [{"reason": r, "queue": q, "count": n}
                    for (r, q), n in sorted(groups.items(), key=lambda kv: (-kv[1], kv[0]))[:10]],
@@ -184,7 +197,7 @@ def job_view(source: Source, job_id: str) -> Optional[dict[str, Any]]:
     if job is None:
         return None
     now = source.now()
-    position = positions(engine, job.queue).get(job.id) if job.state is JobState.PENDING else None
+    position = positions(engine, {job.queue}).get(job.id) if job.state is JobState.PENDING else None
     row = job_row(job, now, position)
     row.update({
         "labels": dict(sorted(job.labels.items())), "annotations": dict(sorted(job.annotations.items())),

@@ -125,3 +125,18 @@ def test_view_model_is_tolerant_of_fields_other_helpers_add() -> None:
     hostile = jobs.job_view(source, f"default/{HOSTILE}")
     assert hostile is not None and hostile["job"]["labels"] == {"x<y": HOSTILE}
     assert engine.state.jobs[f"default/{HOSTILE}"].state is JobState.PENDING
+
+
+def test_positions_from_the_engine_index_equal_the_rebuilt_order() -> None:
+    from engine.dashboard.bench import backlog_source
+    source = backlog_source(300)
+    engine = source.engine()
+    assert engine is not None
+    queues = set(engine.state.queues)
+    fast = jobs.positions(engine, queues)
+    index = engine.__dict__.pop("_pending")                 # as if the engine kept no such index
+    try:
+        assert jobs.positions(engine, queues) == fast and len(fast) == 300
+    finally:
+        engine._pending = index                              # type: ignore[attr-defined]
+    assert sorted(p for j, p in fast.items() if engine.state.jobs[j].queue == "team-00") == list(range(1, 31))
