@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo setup test test-all typecheck unit e2e-build e2e clean image image-constraints
+.PHONY: demo setup test test-all typecheck unit e2e-build e2e clean image image-constraints browser-deps
 
 demo: setup                      ## set up, then simulate the default fleet with the default policy
 	$(BIN)/atoll simulate scenarios/kubecon-1000.yaml
@@ -18,9 +18,16 @@ $(STAMP): pyproject.toml
 	touch $@
 
 # e2e-build before unit: the chart tests render charts/atoll with the helm it builds
-test: typecheck e2e-build unit e2e  ## set up and run everything: types, unit + property, e2e on a real Karmada fleet
+test: typecheck e2e-build browser-deps unit e2e  ## set up and run everything: types, unit + property, e2e on a real Karmada fleet
 
 test-all: test                    ## kept as an alias of test
+
+# The dashboard's browser tests (tests/dashboard/test_browser.py) drive Debian's chromium + chromium-driver;
+# selenium comes with the test extra. Idempotent: installs only what is missing (needs root or sudo).
+browser-deps:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; else \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium chromium-driver; fi
 
 typecheck: setup
 	$(BIN)/mypy
