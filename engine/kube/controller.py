@@ -222,7 +222,7 @@ class Controller:
                     out.append(Patch(ref, plan.pending_patch(job.queue, f"rejected: {refusal.reason}"), "pending"))
                     out.append(Event(plan.binding_involved(ref), "Rejected", refusal.reason, "Warning"))
             else:
-                self._adopt(key, obj, job, template, now)
+                self._adopt(key, obj, job, template, now, out)
             return
         if self.fingerprints.get(key) != fingerprint:
             self.fingerprints[key] = fingerprint
@@ -238,12 +238,21 @@ class Controller:
         return (self.mode == "bind" and (spec or {}).get("schedulerName") == plan.SCHEDULER_NAME
                 and not plan.binding_clusters(obj))
 
-    def _adopt(self, key: str, obj: Obj, job: Job, template: Obj, now: float) -> None:
+    def _adopt(self, key: str, obj: Obj, job: Job, template: Obj, now: float, out: list[Patch | Event]) -> None:
         """A resumed binding we have no record of: admitted before a restart (or never paused). It holds
-        its capacity again, without a second admission."""
+        its capacity again, without a second admission. Bind mode: a controller that died between writing
+        spec.clusters and the Scheduled condition left the status unwritten; it is written now."""
         annotations = meta(obj).get("annotations") or {}
         admitted = plan.parse_stamp(annotations.get(plan.ADMITTED_ANNOTATION)) or now
         clusters = plan.binding_clusters(obj)
+        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+        generation = meta(obj).get("generation")
+        status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+        if ((spec or {}).get("schedulerName") == plan.SCHEDULER_NAME and clusters and isinstance(generation, int)
+                and plan.ADMITTED_ANNOTATION in annotations
+                and (status or {}).get("schedulerObservedGeneration") != generation):
+            out.append(Patch(binding_ref(obj), plan.bind_status_patch(generation, now, (status or {}).get(
+                "conditions")), "bind-status", subresource="status"))
         self.engine.adopt(job, plan.placement_on(clusters, job), admitted, running=template_started(template))
         outcome = template_outcome(template)
         if outcome is not None:

@@ -59,6 +59,7 @@ class Runner:
         self.kube: Optional[KubeApi] = None
         self.leading = False
         self.synced = False          # every watch cache has listed once: the engine's view is complete
+        self.policy_deleted = False  # the policy ConfigMap is gone (the running policy stays)
 
     # -- entry --------------------------------------------------------------------------------------
     async def main(self) -> int:
@@ -184,10 +185,25 @@ class Runner:
     def _on_configmap(self, event: str, new: Any, old: Any) -> None:
         if new is None:
             log.error("policy ConfigMap %s deleted; keeping the running policy", self.opts.policy_configmap)
+            self.policy_deleted = True
+            if self.controller is not None and old is not None and self.policy is not None:
+                self.controller.retry_later(Event(_involved(old), "PolicyDeleted", f"policy ConfigMap deleted; "
+                                                  f"policy {self.policy.name} ({self.policy.digest[:12]}) keeps "
+                                                  "running", "Warning"))
+                self.wake.set()
             return
         text = (new.get("data") or {}).get("policy.yaml")
+        if text is not None and text == self.policy_text and self.policy_deleted:
+            self.policy_deleted = False
+            if self.controller is not None and self.policy is not None:
+                self.controller.retry_later(Event(_involved(new), "PolicyLoaded", f"policy ConfigMap recreated; "
+                                                  f"policy {self.policy.name} ({self.policy.digest[:12]}) is "
+                                                  "running, unchanged"))
+                self.wake.set()
+            return
         if text is None or text == self.policy_text:
             return
+        self.policy_deleted = False
         source = f"configmap {self.opts.policy_configmap}: policy.yaml"
         try:
             loaded = policy_source.load(text, source)

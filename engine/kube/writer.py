@@ -107,7 +107,7 @@ class Writer:
     async def _patch(self, patch: Patch) -> str:
         """"ok", "gone" (404: nothing to retry) or "retry" (handed back to the controller)."""
         try:
-            result = await self.api.patch_binding(patch.ref, patch.body, patch.content_type)
+            result = await self.api.patch_binding(patch.ref, patch.body, patch.content_type, patch.subresource)
         except ApiException as exc:
             if exc.status == 404:
                 log.info("%s %s is gone; dropping its %s patch", patch.ref.kind, patch.ref.key, patch.why)
@@ -130,15 +130,13 @@ class Writer:
 
     async def _bind_status(self, patch: Patch, result: Any) -> None:
         """Bind mode: report Scheduled=True for the generation we placed, as karmada-scheduler would."""
-        generation = ((result or {}).get("metadata") or {}).get("generation") if isinstance(result, dict) else None
+        obj = result if isinstance(result, dict) else {}
+        generation = (obj.get("metadata") or {}).get("generation")
         if not isinstance(generation, int):
             return
-        try:
-            await self.api.patch_binding(patch.ref, bind_status_patch(generation, self.clock()), MERGE_PATCH,
-                                         "status")
-        except (ApiException, OSError, asyncio.TimeoutError) as exc:
-            metrics.WRITE_ERRORS.labels("bind-status").inc()
-            log.warning("status of %s not written: %s", patch.ref.key, exc)
+        conditions = (obj.get("status") or {}).get("conditions") if isinstance(obj.get("status"), dict) else None
+        await self._patch(Patch(patch.ref, bind_status_patch(generation, self.clock(), conditions), "bind-status",
+                                subresource="status"))
 
     async def _event(self, ev: Event) -> None:
         body = event_body(ev, self.clock(), self.component)

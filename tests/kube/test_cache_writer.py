@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
 
 from engine.kube.cache import WatchCache
-from engine.kube.plan import BindingRef, Event, Patch, resume_patch
+from engine.kube.plan import BindingRef, Event, Patch, bind_patch, resume_patch
 from engine.kube.writer import KubeApi, Writer
 
 PATH = "/apis/work.karmada.io/v1alpha2/resourcebindings"
@@ -37,6 +37,7 @@ class FakeApi:
         self.events: list[Any] = []
         self.hang = False
         self.next_items: Any = None
+        self.status_errors = 0
 
     async def list_or_watch(self, request: web.Request) -> web.StreamResponse:
         if request.query.get("watch") in ("true", "True", "1"):
@@ -60,7 +61,11 @@ class FakeApi:
         self.patches.append((request.path, request.headers["Content-Type"], body))
         if request.match_info["name"] == "gone":
             return web.json_response({"kind": "Status", "code": 404, "reason": "NotFound"}, status=404)
-        return web.json_response({"metadata": {"name": request.match_info["name"], "generation": 3}})
+        if request.path.endswith("/status") and self.status_errors:
+            self.status_errors -= 1
+            return web.json_response({"kind": "Status", "code": 500, "reason": "InternalError"}, status=500)
+        return web.json_response({"metadata": {"name": request.match_info["name"], "generation": 3},
+                                  "status": {"conditions": [{"type": "FullyApplied", "status": "True"}]}})
 
     async def event(self, request: web.Request) -> web.Response:
         self.events.append(await request.json())
@@ -73,6 +78,7 @@ async def fake() -> AsyncIterator[tuple[FakeApi, Any]]:
     app = web.Application()
     app.router.add_get(PATH, api.list_or_watch)
     app.router.add_patch("/apis/work.karmada.io/v1alpha2/namespaces/{ns}/resourcebindings/{name}", api.patch)
+    app.router.add_patch("/apis/work.karmada.io/v1alpha2/namespaces/{ns}/resourcebindings/{name}/status", api.patch)
     app.router.add_post("/api/v1/namespaces/{ns}/events", api.event)
     server = TestServer(app)
     await server.start_server()
@@ -147,3 +153,24 @@ async def test_writer_sends_merge_patches_with_exact_bodies_and_events(fake: tup
     assert retried == []                                  # 404: the binding is gone, nothing to retry
     (ev,) = api.events
     assert ev["reason"] == "Admitted" and ev["involvedObject"]["name"] == "train-job"
+
+
+async def test_bind_writes_scheduled_status_keeping_other_conditions_and_retries_it(
+        fake: tuple[FakeApi, Any]) -> None:
+    """Bind mode: spec.clusters, then the status subresource: Scheduled=True for the generation the spec patch
+    returned, FullyApplied (Karmada's) kept; a failed status write is handed back, not lost."""
+    api, api_client = fake
+    api.status_errors = 1
+    retried: list[Any] = []
+    writer = Writer(KubeApi(api_client), retried.append, clock=lambda: 1_800_000_000.0)
+    ref = BindingRef("train-job", "ns", "uid-1")
+    await writer.run([Patch(ref, bind_patch("q", 1_800_000_000.0, {"m1": {"w": 2}}), "bind")])
+    spec_path = "/apis/work.karmada.io/v1alpha2/namespaces/ns/resourcebindings/train-job"
+    assert [p[0] for p in api.patches] == [spec_path, spec_path + "/status"]
+    (again,) = retried
+    assert again.why == "bind-status" and again.subresource == "status"
+    status = again.body["status"]
+    assert status["schedulerObservedGeneration"] == 3
+    assert [c["type"] for c in status["conditions"]] == ["FullyApplied", "Scheduled"]
+    await writer.run(retried)
+    assert api.patches[-1] == (spec_path + "/status", "application/merge-patch+json", again.body)

@@ -194,6 +194,27 @@ def test_bind_mode_writes_spec_clusters_for_atoll_scheduled_bindings() -> None:
     assert p.body["metadata"]["annotations"]["atoll.dev/clusters"] == "m1"
 
 
+def test_bind_mode_restart_writes_a_scheduled_condition_the_dead_controller_left_unwritten() -> None:
+    """Killed between the spec patch (spec.clusters) and the status write: the next leader adopts the job and
+    writes Scheduled=True for the binding's generation; one already written is left alone."""
+    ctl = controller(mode="bind")
+    a, b = o.vcjob("a", tasks=[("w", 1, None, "1")]), o.vcjob("b", tasks=[("w", 1, None, "1")])
+    note = {plan.ADMITTED_ANNOTATION: "2026-11-22T21:00:01.000000Z"}
+    unwritten = o.binding(a, paused=False, scheduler="atoll", clusters=["m1"], annotations=note)
+    unwritten["metadata"]["generation"] = 2
+    written = o.binding(b, paused=False, scheduler="atoll", clusters=["m1"], annotations=note,
+                        conditions=[{"type": "Scheduled", "status": "True"}])
+    written["metadata"]["generation"] = 2
+    written["status"]["schedulerObservedGeneration"] = 2
+    feed(ctl, o.cluster("m1"), a, b, unwritten, written)
+    items = ctl.step(5.0)
+    (p,) = patches(items, "bind-status")
+    assert p.ref.name == "a-job" and p.subresource == "status"
+    assert p.body["status"]["schedulerObservedGeneration"] == 2
+    assert [c["type"] for c in p.body["status"]["conditions"]] == ["Scheduled"]
+    assert patches(items, "bind") == []                         # adopted, not placed again
+
+
 def test_an_unforeseen_error_on_one_binding_does_not_stop_the_others(monkeypatch: Any) -> None:
     ctl = controller()
     bad, good = o.batch_job("bad"), o.batch_job("good")
