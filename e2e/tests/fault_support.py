@@ -20,8 +20,9 @@ from typing import Any, Optional
 from e2e.conftest import FleetHandle
 from e2e.harness.kube import Kube, KubeError
 from e2e.harness.procs import Proc, Supervisor
-from e2e.tests.controller_support import PAUSED, job
+from e2e.tests.controller_support import PAUSED, ControllerProcess, job
 from e2e.tests.support import RB_API, until
+from engine.kube.translate import cluster_from_obj
 
 ADMITTED = "atoll.dev/admitted-at"
 
@@ -135,7 +136,10 @@ class AdmissionWatch:
 
     def _list(self) -> str:
         body = self.kube.get(self.path)
-        for obj in body.get("items") or ():
+        items = body.get("items") or ()
+        with self.lock:                                  # what is not listed any more was deleted meanwhile
+            self.last = {}
+        for obj in items:
             self._record(obj)
         return str(body["metadata"]["resourceVersion"])
 
@@ -228,3 +232,58 @@ def etcd_compact(fleet: FleetHandle) -> int:
     revision = int(head["header"]["revision"])
     _etcd(fleet, "/v3/kv/compaction", {"revision": str(revision), "physical": True})
     return revision
+
+
+def books(ctl: ControllerProcess) -> dict[str, Any]:
+    """The controller's /debug/accounting: the engine's clusters, reservations, holding jobs and queue usage."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{ctl.port}/debug/accounting", timeout=5) as r:
+        out: dict[str, Any] = json.loads(r.read())
+        return out
+
+
+def accounting_problems(ctl: ControllerProcess, host: Kube, namespaces: list[str]) -> list[str]:
+    """Where the engine's books differ from the API's truth; empty when they agree. Truth: the Clusters Karmada
+    reports (their resourceSummary, read through the engine's own translation) and, in ``namespaces``, the
+    bindings that are resumed (their workloads here never finish), which must be exactly the jobs holding
+    resources. No reservation may be left in flight once the clusters have reported since (at most
+    RESERVATION_REFRESH + Karmada's 10 s status period)."""
+    b = books(ctl)
+    problems = []
+    api = {c["metadata"]["name"]: c for c in host.get("/apis/cluster.karmada.io/v1alpha1/clusters")["items"]}
+    if sorted(api) != sorted(b["clusters"]):
+        problems.append(f"clusters: engine {sorted(b['clusters'])} vs API {sorted(api)}")
+    for name, obj in api.items():
+        mine = b["clusters"].get(name)
+        if mine is None:
+            continue
+        truth = cluster_from_obj(obj, 0.0)
+        for field in ("allocatable", "allocated", "allocating"):
+            if mine[field] != dict(getattr(truth, field)):
+                problems.append(f"{name}.{field}: engine {mine[field]} vs API {dict(getattr(truth, field))}")
+        if mine["ready"] != truth.ready:
+            problems.append(f"{name}.ready: engine {mine['ready']} vs API {truth.ready}")
+        if mine["reserved_for"]:
+            problems.append(f"{name}: reservations still in flight for {mine['reserved_for'][:5]}")
+    resumed = set()
+    for ns in namespaces:
+        for rb in host.get(f"{RB_API}/namespaces/{ns}/resourcebindings")["items"]:
+            if not ((rb.get("spec") or {}).get("suspension") or {}).get("scheduling"):
+                resumed.add(f"{ns}/{rb['metadata']['name']}")
+    holding = {k for k in b["holding"] if k.split("/", 1)[0] in namespaces}
+    if holding != resumed:
+        problems.append(f"holding jobs: engine-only {sorted(holding - resumed)[:5]}, "
+                        f"API-only {sorted(resumed - holding)[:5]}")
+    usage: dict[str, dict[str, int]] = {}
+    for job in b["holding"].values():
+        q = usage.setdefault(job["queue"], {})
+        for k, v in job["demand"].items():
+            q[k] = q.get(k, 0) + v
+    for q, allocated in b["queues"].items():
+        if {k: v for k, v in allocated.items() if v} != {k: v for k, v in usage.get(q, {}).items() if v}:
+            problems.append(f"queue {q}: allocated {allocated} vs the sum of its holding jobs {usage.get(q)}")
+    return problems
+
+
+def wait_books_match_truth(ctl: ControllerProcess, host: Kube, namespaces: list[str], timeout: float = 90) -> None:
+    until("the engine's books equal the API's truth", lambda: not accounting_problems(ctl, host, namespaces),
+          timeout, show=lambda: accounting_problems(ctl, host, namespaces))

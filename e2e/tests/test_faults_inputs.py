@@ -125,13 +125,13 @@ def test_webhook_certificate_rotated_on_disk_without_restart(fleet: FleetHandle,
 
 def vcjob_with(name: str, ns: str, cpu: Any = "10m", tasks: int = 1, annotations: Optional[dict[str, str]] = None
                ) -> dict[str, Any]:
-    req = {"cpu": cpu, "memory": "64Mi"}
-    task = {"replicas": 1, "template": {"spec": {"restartPolicy": "Never", "containers": [
-        {"name": "w", "image": "atoll.dev/e2e:noop", "resources": {"requests": req}}]}}}
+    """A Volcano Job whose tasks are as small as the CRD allows (10,000 of them must stay under etcd's 1.5 MiB)."""
     return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
             "metadata": {"name": name, "namespace": ns, "annotations": annotations or {}},
             "spec": {"queue": "default", "schedulerName": "volcano", "minAvailable": 1,
-                     "tasks": [dict(task, name=f"t{i}") for i in range(tasks)]}}
+                     "tasks": [{"name": f"t{i}", "replicas": 1, "template": {"spec": {"containers": [
+                         {"name": "w", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}}}
+                               for i in range(tasks)]}}
 
 
 def vc_binding(obj: dict[str, Any], members: list[str]) -> dict[str, Any]:
@@ -150,7 +150,7 @@ def warnings_on(host: Kube, ns: str, rb: str) -> Callable[[], list[dict[str, Any
 def try_create(host: Kube, obj: dict[str, Any]) -> Optional[dict[str, Any]]:
     """POST; None when the API server itself refuses the object (422/400: it never reaches Atoll)."""
     try:
-        created: dict[str, Any] = host.apply(obj)
+        created: dict[str, Any] = host.request("POST", host.path_for(obj).rsplit("/", 1)[0], obj, timeout=60)
         return created
     except KubeError as e:
         if e.status in (400, 413, 422):
@@ -173,6 +173,8 @@ def test_hostile_objects_get_a_warning_and_everything_else_flows(fleet: FleetHan
     with atoll(fleet.info, tmp_path, default_policy()) as (_, ctl, _cm):
         assert try_create(host, big_label) is None, "a 100 KiB label value was accepted by the API server"
         created = {name: obj for name, obj in hostile.items() if (obj := try_create(host, obj)) is not None}
+        wide = job("wide", ns, cpu="10m", pods=10_000)              # a batch Job of 10,000 parallel pods
+        created["wide"] = host.apply(wide)
         for obj in created.values():
             host.request("POST", rb_path(ns), vc_binding(obj, fleet.members))
         good = make_jobs(host, ns, 20, prefix="g")

@@ -174,3 +174,51 @@ async def test_bind_writes_scheduled_status_keeping_other_conditions_and_retries
     assert [c["type"] for c in status["conditions"]] == ["FullyApplied", "Scheduled"]
     await writer.run(retried)
     assert api.patches[-1] == (spec_path + "/status", "application/merge-patch+json", again.body)
+
+
+class ScriptedApi:
+    """An ``Api`` whose patches fail as scripted (exception instances, in order) and record what landed."""
+
+    def __init__(self, failures: list[BaseException]) -> None:
+        self.failures = failures
+        self.landed: list[tuple[str, str]] = []
+        self.gate = asyncio.Event()
+
+    async def patch_binding(self, ref: BindingRef, body: dict[str, Any], content_type: str,
+                            subresource: str = "") -> Any:
+        if body.get("slow"):
+            await self.gate.wait()
+        if self.failures:
+            raise self.failures.pop(0)
+        self.landed.append((ref.key, str(body.get("n"))))
+        return {}
+
+    async def create_event(self, namespace: str, body: dict[str, Any]) -> Any:
+        raise RuntimeError("events are best effort")
+
+
+async def test_writes_pipeline_across_steps_but_stay_ordered_per_binding() -> None:
+    """submit() returns at once; a later step's patch on the same binding waits for the earlier one, while
+    other bindings go ahead."""
+    api = ScriptedApi([])
+    writer = Writer(api, lambda item: None)
+    a, b = BindingRef("a", "ns"), BindingRef("b", "ns")
+    writer.submit([Patch(a, {"n": 1, "slow": True}, "admit")])
+    writer.submit([Patch(a, {"n": 2}, "pending"), Patch(b, {"n": 3}, "admit"),
+                   Event({"name": "a", "namespace": "ns"}, "Admitted", "x")])
+    await asyncio.sleep(0.05)
+    assert api.landed == [("ns/b", "3")] and writer.in_flight() == 1
+    api.gate.set()
+    await writer.drain()
+    assert api.landed == [("ns/b", "3"), ("ns/a", "1"), ("ns/a", "2")] and writer.in_flight() == 0
+
+
+async def test_a_write_cut_off_by_a_vanishing_server_is_handed_back() -> None:
+    """aiohttp's ServerDisconnectedError is no OSError: it used to escape the writer and lose the write."""
+    from aiohttp import ServerDisconnectedError
+    retried: list[Any] = []
+    api = ScriptedApi([ServerDisconnectedError()])
+    writer = Writer(api, retried.append)
+    first, then = Patch(BindingRef("a", "ns"), {"n": 1}, "admit"), Patch(BindingRef("a", "ns"), {"n": 2}, "pending")
+    await writer.run([first, then])
+    assert retried == [first, then] and api.landed == []
