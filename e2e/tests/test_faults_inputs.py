@@ -19,7 +19,7 @@ import pytest
 
 from e2e.conftest import FleetHandle
 from e2e.harness.kube import Kube, KubeError
-from e2e.tests.controller_support import (POLICY_NS, annotations_of, atoll, events_for, job, policy_configmap,
+from e2e.tests.controller_support import (POLICY_NS, ControllerProcess, annotations_of, atoll, events_for, job, policy_configmap,
                                           rb_name, wait_admitted, wait_pending)
 from e2e.tests.fault_support import AdmissionWatch, Stream, binding_body, make_jobs
 from e2e.tests.support import delete, rb_path, until
@@ -147,6 +147,11 @@ def warnings_on(host: Kube, ns: str, rb: str) -> Callable[[], list[dict[str, Any
     return lambda: [e for e in events_for(host, ns, rb) if e["type"] == "Warning"]
 
 
+def state_of(host: Kube, ns: str, rb: str, ctl: ControllerProcess) -> Callable[[], Any]:
+    return lambda: (annotations_of(host.get_or_none(rb_path(ns, rb))), [
+        (e["type"], e["reason"], e["message"][:200]) for e in events_for(host, ns, rb)], ctl.log_tail(5))
+
+
 def try_create(host: Kube, obj: dict[str, Any]) -> Optional[dict[str, Any]]:
     """POST; None when the API server itself refuses the object (422/400: it never reaches Atoll)."""
     try:
@@ -172,7 +177,7 @@ def test_hostile_objects_get_a_warning_and_everything_else_flows(fleet: FleetHan
     big_label["metadata"]["labels"] = {"atoll.dev/notes": "x" * 100 * 1024}
     with atoll(fleet.info, tmp_path, default_policy()) as (_, ctl, _cm):
         assert try_create(host, big_label) is None, "a 100 KiB label value was accepted by the API server"
-        created = {name: obj for name, obj in hostile.items() if (obj := try_create(host, obj)) is not None}
+        created = {name: made for name, spec in hostile.items() if (made := try_create(host, spec)) is not None}
         wide = job("wide", ns, cpu="10m", pods=10_000)              # a batch Job of 10,000 parallel pods
         created["wide"] = host.apply(wide)
         for obj in created.values():
@@ -187,7 +192,7 @@ def test_hostile_objects_get_a_warning_and_everything_else_flows(fleet: FleetHan
             if name == "big-annotation":
                 continue
             warned[name] = until(f"a Warning Event on {rb_name(obj)}", warnings_on(host, ns, rb_name(obj)), 60,
-                                 show=lambda: ctl.log_tail(10))
+                                 show=state_of(host, ns, rb_name(obj), ctl))
             wait_pending(host, obj, timeout=10)
         if "big-annotation" in created:                # harmless, only big: scheduled like any other
             wait_admitted(host, created["big-annotation"], 60)

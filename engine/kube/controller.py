@@ -27,6 +27,7 @@ from engine.kube.translate import (DEFAULT_QUEUE, PriorityClasses, cluster_from_
 from engine.kube.webhook import PAUSED_ANNOTATION, ManagedSelector
 from engine.model import Failure, FailureKind, Job, JobState, Queue, Recovery
 from engine.pipeline import Pipeline
+from engine.resources import fits
 
 log = logging.getLogger("atoll.controller")
 
@@ -161,7 +162,9 @@ class Controller:
             if obj is not None and job is not None and job.state is JobState.PENDING:
                 ref = binding_ref(obj)
                 out.append(Patch(ref, plan.pending_patch(job.queue, reason), "pending"))
-                out.append(Event(plan.binding_involved(ref), "Pending", reason))
+                # a job larger than the whole fleet waits until the fleet grows: say so as a Warning
+                kind = "Normal" if fits(job.demand, self.engine.state.fleet_allocatable) else "Warning"
+                out.append(Event(plan.binding_involved(ref), "Pending", reason, kind))
         return out
 
     def _arrival(self, key: str) -> tuple[float, str]:

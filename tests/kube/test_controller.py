@@ -245,3 +245,17 @@ def test_member_job_failure_from_aggregated_status_is_acted_on_once() -> None:
     again = dict(failed, metadata={**failed["metadata"], "resourceVersion": "13"})
     ctl.on_binding("MODIFIED", again, failed)
     assert patches(ctl.step(12.0), "requeue") == []      # the same failure is not acted on twice
+
+
+def test_a_job_larger_than_the_whole_fleet_waits_with_a_warning() -> None:
+    """It cannot run until the fleet grows: a Warning, unlike a job that only waits its turn (Normal)."""
+    from plugins.capacity import Capacity
+    ctl = controller(Capacity({}, None))
+    huge, wide = o.batch_job("huge", parallelism=1, cpu="100"), o.batch_job("wide", parallelism=1, cpu="40")
+    later = o.batch_job("later", parallelism=1, cpu="40")
+    feed(ctl, o.cluster("m1", cpu="64"), huge, wide, later, o.binding(huge), o.binding(wide),
+         o.binding(later, created="2026-11-22T21:00:05Z"))
+    items = ctl.step(1.0)
+    kinds = {e.involved["name"]: e.type for e in events(items, "Pending")}
+    assert kinds["huge-job"] == "Warning" and kinds["later-job"] == "Normal", kinds
+    assert all(t == "Normal" for n, t in kinds.items() if n != "huge-job"), kinds
