@@ -90,6 +90,7 @@ class Controller:
     def on_cluster(self, event: str, new: Optional[Obj], old: Optional[Obj], now: float = 0.0) -> None:
         if new is None:
             name = str(meta(old or {}).get("name", ""))
+            log.warning("cluster %s removed from the fleet", name)
             self.engine.remove_cluster(name)
             self.lost_clusters.add(name)
             return
@@ -101,6 +102,8 @@ class Controller:
         before = self.engine.state.clusters.get(cluster.name)
         self.engine.upsert_cluster(cluster)
         if before is not None and before.ready and not cluster.ready:
+            log.warning("cluster %s is NotReady: %s", cluster.name, [c for c in ((new.get("status") or {}).get(
+                "conditions") or ()) if isinstance(c, Mapping) and c.get("type") == "Ready"])
             self.lost_clusters.add(cluster.name)
 
     def on_queue(self, event: str, new: Optional[Obj], old: Optional[Obj]) -> None:
@@ -140,7 +143,7 @@ class Controller:
     # -- one step ---------------------------------------------------------------------------------------
     def step(self, now: float) -> list[Patch | Event]:
         """Apply what changed, run one engine cycle, return the API writes that carry out its decisions."""
-        out, self.pending = self.pending, []
+        out, self.pending = [i for i in self.pending if self._still_wanted(i)], []
         order = sorted(self.dirty, key=lambda k: self._arrival(k))
         self.dirty.clear()
         for key in order:
@@ -166,6 +169,24 @@ class Controller:
                 kind = "Normal" if fits(job.demand, self.engine.state.fleet_allocatable) else "Warning"
                 out.append(Event(plan.binding_involved(ref), "Pending", reason, kind))
         return out
+
+    def _still_wanted(self, item: Patch | Event) -> bool:
+        """A write handed back after a failure is re-issued only if the engine still means it: a requeue
+        that failed while the API was away must not pause a binding that has since been adopted as running
+        (it would stay paused and holding for ever), nor an admission land on a job requeued since."""
+        if not isinstance(item, Patch):
+            return True
+        job = self.engine.state.jobs.get(item.ref.key)
+        if item.why in ("admit", "bind", "bind-status"):
+            wanted = job is not None and job.state.holds_resources
+        elif item.why in ("requeue", "giveup"):
+            wanted = job is not None and not job.state.holds_resources
+        else:                                   # pending: a waiting job, or one kept aside as invalid
+            wanted = (job is not None and job.state is JobState.PENDING) or item.ref.key in self.invalid
+        if not wanted:
+            log.info("dropping a stale %s write for %s (the job is now %s)", item.why, item.ref.key,
+                     job.state.value if job is not None else "unknown")
+        return wanted
 
     def _arrival(self, key: str) -> tuple[float, str]:
         obj = self.bindings.get(key)

@@ -38,6 +38,7 @@ class FakeApi:
         self.hang = False
         self.next_items: Any = None
         self.status_errors = 0
+        self.bogus_lists = 0
 
     async def list_or_watch(self, request: web.Request) -> web.StreamResponse:
         if request.query.get("watch") in ("true", "True", "1"):
@@ -53,6 +54,9 @@ class FakeApi:
                 await asyncio.sleep(3600)
             return resp
         self.lists += 1
+        if self.bogus_lists:
+            self.bogus_lists -= 1
+            return web.json_response({})
         return web.json_response({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBindingList",
                                   "metadata": {"resourceVersion": self.rv}, "items": self.items})
 
@@ -222,3 +226,27 @@ async def test_a_write_cut_off_by_a_vanishing_server_is_handed_back() -> None:
     first, then = Patch(BindingRef("a", "ns"), {"n": 1}, "admit"), Patch(BindingRef("a", "ns"), {"n": 2}, "pending")
     await writer.run([first, then])
     assert retried == [first, then] and api.landed == []
+
+
+async def test_a_list_answer_that_is_no_list_deletes_nothing(fake: tuple[FakeApi, Any]) -> None:
+    """A karmada-apiserver starting up answered a LIST with 200 and an empty object; taken as an empty list it
+    deleted every cached binding (and the controller's jobs). It is an error: the cache lists again."""
+    api, api_client = fake
+    api.items = [rb("a", "1"), rb("b", "1")]
+    custom = client.CustomObjectsApi(api_client)
+    fn = functools.partial(custom.list_cluster_custom_object, "work.karmada.io", "v1alpha2", "resourcebindings")
+    seen: list[tuple[str, str]] = []
+    cache = WatchCache("rb", fn, lambda e, new, old: seen.append((e, (new or old)["metadata"]["name"])),
+                       timeout_seconds=30, max_backoff=0.05)
+    await cache.relist()
+    api.bogus_lists = 2
+    with pytest.raises(Exception, match="no resourceVersion"):
+        await cache.relist()
+    assert sorted(cache.objects) == ["ns/a", "ns/b"]
+    task = asyncio.create_task(cache.run())
+    for _ in range(100):
+        if api.lists >= 4:
+            break
+        await asyncio.sleep(0.05)
+    task.cancel()
+    assert api.lists >= 4 and ("DELETED", "a") not in seen and sorted(cache.objects) == ["ns/a", "ns/b"]

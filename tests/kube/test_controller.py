@@ -259,3 +259,20 @@ def test_a_job_larger_than_the_whole_fleet_waits_with_a_warning() -> None:
     kinds = {e.involved["name"]: e.type for e in events(items, "Pending")}
     assert kinds["huge-job"] == "Warning" and kinds["later-job"] == "Normal", kinds
     assert all(t == "Normal" for n, t in kinds.items() if n != "huge-job"), kinds
+
+
+def test_a_failed_write_is_reissued_only_while_the_engine_still_means_it() -> None:
+    """A requeue that failed while the API was away must not pause a binding adopted as running since."""
+    ctl = controller(Requeue({}, None))
+    j = o.batch_job("j", parallelism=1)
+    feed(ctl, o.cluster("m1"), j, o.binding(j))
+    (admit,) = patches(ctl.step(1.0), "admit")
+    ctl.retry_later(admit)                                   # the admission failed: still wanted
+    assert patches(ctl.step(2.0), "admit") == [admit]
+    stale = Patch(admit.ref, plan.requeue_patch("default", "x"), "requeue")
+    ctl.retry_later(stale)                                   # a requeue from before: the job holds now
+    assert patches(ctl.step(3.0), "requeue") == []
+    ctl.on_binding("DELETED", None, ctl.bindings["team-a/j-job"])
+    ctl.step(4.0)
+    ctl.retry_later(admit)                                   # the binding is gone: nothing to write
+    assert patches(ctl.step(5.0)) == []
