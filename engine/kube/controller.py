@@ -321,7 +321,10 @@ class Controller:
             if cond is None or cond.get("status") != "False":
                 continue
             changed_after = (plan.parse_stamp(cond.get("lastTransitionTime")) or 0.0) >= int(resumed)
-            if changed_after or now - resumed > UNSCHEDULED_GRACE:
+            # SchedulerError is karmada-scheduler failing to write (e.g. its API server restarting); it retries
+            # by itself, so only a lasting one counts (acting at once re-admitted jobs after an API restart)
+            transient = cond.get("reason") == "SchedulerError"
+            if (changed_after and not transient) or now - resumed > UNSCHEDULED_GRACE:
                 self.resumed_at.pop(key, None)
                 self._fail(key, Failure(FailureKind.UNSCHEDULABLE, None,
                                         f"karmada-scheduler: {cond.get('reason', '')}: {cond.get('message', '')}"),

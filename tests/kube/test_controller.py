@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from engine.hookspecs import hookimpl
 from engine.kube import plan
-from engine.kube.controller import Controller
+from engine.kube.controller import UNSCHEDULED_GRACE, Controller
 from engine.kube.plan import Event, Patch
 from engine.model import Failure, Job, JobState, Recovery
 from engine.pipeline import Pipeline
@@ -276,3 +276,17 @@ def test_a_failed_write_is_reissued_only_while_the_engine_still_means_it() -> No
     ctl.step(4.0)
     ctl.retry_later(admit)                                   # the binding is gone: nothing to write
     assert patches(ctl.step(5.0)) == []
+
+
+def test_a_transient_scheduler_error_is_left_to_karmada_scheduler_to_retry() -> None:
+    """SchedulerError (karmada-scheduler could not write, e.g. its API server restarting) after the resume is
+    not the job's failure: karmada-scheduler retries it. Only one lasting past the grace period counts."""
+    ctl = controller(Requeue({}, None))
+    job = o.batch_job("j", parallelism=1)
+    feed(ctl, o.cluster("m1"), job, o.binding(job))
+    ctl.step(1000.0)
+    cond = {"type": "Scheduled", "status": "False", "reason": "SchedulerError",
+            "message": "Patch ...: connection refused", "lastTransitionTime": "1970-01-01T00:16:41Z"}
+    ctl.on_binding("MODIFIED", o.binding(job, paused=False, rv="12", conditions=[cond]), ctl.bindings["team-a/j-job"])
+    assert patches(ctl.step(1001.0), "requeue") == []
+    assert patches(ctl.step(1000.0 + UNSCHEDULED_GRACE + 1), "requeue")
