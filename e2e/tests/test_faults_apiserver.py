@@ -2,10 +2,10 @@
 none is left paused (see fault_support.AdmissionWatch for how "exactly once" is read off the bindings).
 
 - karmada-apiserver restarted mid-stream (SIGTERM, same flags): watches break, writes fail, then resume.
-- watch expiry: the controller is frozen (SIGSTOP) while bindings are created and deleted, etcd is compacted past
-  its resourceVersions and karmada-apiserver restarted (its watch cache rebuilt), so every watch of the thawed
-  controller resumes from a version that no longer exists: 410 Gone, relist; deletions and creations it missed are
-  all applied once.
+- watch expiry: the controller (watches ending every 5 s) is frozen (SIGSTOP) while bindings are created and
+  deleted, etcd is compacted past its resourceVersions and karmada-apiserver restarted (its watch cache rebuilt),
+  so the watches of the thawed controller, ended cleanly by the server meanwhile, reopen from versions that no
+  longer exist: 410 Gone, relist; the deletions and creations it missed are each applied once.
 - a second writer merge-patches and PUTs the same bindings while Atoll patches them.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -69,12 +70,15 @@ def test_watch_expiry_forced_by_etcd_compaction(fleet: FleetHandle, host: Kube, 
     first = dict(list(bodies.items())[:JOBS // 2])
     rest = dict(list(bodies.items())[JOBS // 2:])
     gone = sorted(first)[:10]
-    with atoll(fleet.info, tmp_path, default_policy()) as (_, ctl, _cm):
+    # watches end every 5 s: while the controller is frozen the server ends them cleanly, so on thawing it
+    # reopens each from its last resourceVersion (instead of relisting after a broken connection)
+    with atoll(fleet.info, tmp_path, default_policy(), ["--watch-timeout", "5"]) as (_, ctl, _cm):
         watch = AdmissionWatch(host, ns)
         Stream(host, rb_path(ns), first, rate=50).wait(120)
         watch.wait_all_admitted(set(first), 120)
         ctl.proc.send_signal(signal.SIGSTOP)          # frozen: it sees none of what follows
         try:
+            time.sleep(7)                              # a fault's duration (no condition to wait on): > 5 s
             Stream(host, rb_path(ns), rest, rate=50).wait(120)
             for name in gone:                          # deletions it must not miss (their usage is released)
                 delete(host, rb_path(ns, name))

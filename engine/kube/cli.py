@@ -22,7 +22,7 @@ def _run(args: argparse.Namespace) -> int:
     opts = Options(policy_configmap=args.policy_configmap, policy_file=args.policy, kubeconfig=args.kubeconfig,
                    metrics_host=args.metrics_host, metrics_port=args.metrics_port, leader_elect=args.leader_elect,
                    lease_name=args.lease_name, lease_namespace=args.lease_namespace,
-                   concurrency=args.concurrency, identity=args.identity or "")
+                   concurrency=args.concurrency, identity=args.identity or "", watch_timeout=args.watch_timeout)
     return uvloop.run(Runner(opts).main())
 
 
@@ -102,6 +102,8 @@ def register(subparsers: Any, _: Optional[Any] = None) -> None:
     p.add_argument("--lease-namespace", default="atoll-system")
     p.add_argument("--identity", help="leader-election identity (default: hostname-pid)")
     p.add_argument("--concurrency", type=int, default=32, help="binding patches in flight at most")
+    p.add_argument("--watch-timeout", type=int, default=60, metavar="SECONDS",
+                   help="the API server ends each watch after this long; it is reopened from the last version")
     p.add_argument("--log-level", default="info")
     p.set_defaults(func=_run)
 
