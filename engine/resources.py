@@ -27,6 +27,7 @@ _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei"
 _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
             "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12),
             "P": Decimal(10**15), "E": Decimal(10**18)}
+MAX_AMOUNT = 2**63 - 1       # Kubernetes reads quantities as int64 (cpu: milli-cores); more is not a real request
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
 
 
@@ -51,13 +52,20 @@ def parse_quantity(value: object, resource: str = "", where: str = "") -> int:
             number = Decimal(mantissa)
         except InvalidOperation:
             raise InputError(f"invalid quantity {value!r}", where) from None
+        if number.is_finite() and number.adjusted() > 40:    # before arithmetic on e.g. '1e999999999'
+            raise InputError(f"quantity {value!r} is beyond Kubernetes' limit (2^63-1)", where)
         number *= _BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix]
     else:
         raise InputError(f"quantity must be a number or a string, got {type(value).__name__}", where)
+    if not number.is_finite():
+        raise InputError(f"invalid quantity {value!r}", where)
     if number < 0:
         raise InputError(f"quantity {value!r} is negative", where)
     if resource == CPU:
         number *= 1000
+    if number > MAX_AMOUNT:
+        raise InputError(f"quantity {value!r} is beyond Kubernetes' limit (2^63-1"
+                         f"{' milli-cores' if resource == CPU else ''})", where)
     return int(number.to_integral_value(rounding=ROUND_CEILING))
 
 

@@ -42,3 +42,22 @@ def test_valid_edit_switches_pipeline_and_invalid_edit_keeps_it() -> None:
     assert rejected.involved == {"apiVersion": "v1", "kind": "ConfigMap", "name": "atoll-policy",
                                  "namespace": "atoll-system", "uid": "u1"}
     assert "configmap atoll-system/atoll-policy: policy.yaml" in rejected.message
+
+
+def test_deleted_configmap_keeps_the_policy_and_says_so_until_recreated() -> None:
+    runner = Runner(Options(policy_configmap="atoll-system/atoll-policy"))
+    text = (POLICIES / "default.yaml").read_text()
+    runner._on_configmap("ADDED", cm(text, "1"), None)
+    assert runner.policy is not None
+    runner.controller = Controller(runner.policy.pipeline, runner.policy.selector, runner.policy.mode)
+    running = runner.controller.engine.pipeline
+    runner._on_configmap("DELETED", None, cm(text, "1"))
+    assert runner.controller.engine.pipeline is running
+    (deleted,) = [i for i in runner.controller.pending if isinstance(i, Event)]
+    assert deleted.reason == "PolicyDeleted" and deleted.type == "Warning" and "keeps running" in deleted.message
+    runner._on_configmap("ADDED", cm(text, "5"), None)           # recreated with the same text
+    assert runner.controller.engine.pipeline is running
+    restored = [i for i in runner.controller.pending if isinstance(i, Event)][-1]
+    assert restored.reason == "PolicyLoaded" and "recreated" in restored.message and "unchanged" in restored.message
+    runner._on_configmap("MODIFIED", cm(text, "6"), None)        # nothing new: no Event
+    assert len([i for i in runner.controller.pending if isinstance(i, Event)]) == 2

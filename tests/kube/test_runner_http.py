@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
 
 from engine.kube.cache import WatchCache
+from engine.kube.controller import Controller
 from engine.kube.runner import Options, Runner
+from engine.pipeline import Pipeline
+from tests.kube import objects as o
 
 
 async def get(runner: Runner, path: str) -> tuple[int, str]:
@@ -60,3 +64,19 @@ async def test_metrics_show_each_watch_cache_size() -> None:
 
 async def _never_listed(**_: Any) -> Any:
     raise AssertionError("the test does not list")
+
+
+async def test_accounting_shows_the_engines_books() -> None:
+    runner = Runner(Options())
+    assert (await get(runner, "/debug/accounting"))[0] == 503
+    runner.controller = ctl = Controller(Pipeline({}))
+    job = o.batch_job("j", parallelism=1)
+    ctl.on_cluster("ADDED", o.cluster("m1"), None, 0.0)
+    ctl.on_template("ADDED", job, None)
+    ctl.on_binding("ADDED", o.binding(job), None)
+    ctl.step(1.0)
+    status, text = await get(runner, "/debug/accounting")
+    books = json.loads(text)
+    assert status == 200 and list(books["holding"]) == ["team-a/j-job"]
+    assert books["clusters"]["m1"]["reserved_for"] == ["team-a/j-job"]
+    assert books["queues"]["default"] == books["holding"]["team-a/j-job"]["demand"]
