@@ -9,7 +9,7 @@ the way the Kubernetes scheduler rounds requests. A resource vector is a plain
 from __future__ import annotations
 
 import re
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal
 from functools import lru_cache
 from typing import Mapping
 
@@ -49,16 +49,25 @@ def parse_quantity(value: object, resource: str = "", where: str = "") -> int:
         mantissa, suffix = match.group(1), match.group(2) or ""
         try:
             number = Decimal(mantissa)
-        except InvalidOperation:
+            number *= _BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix]
+        except ArithmeticError:             # InvalidOperation, or Overflow of an exponent like 1e999999999
             raise InputError(f"invalid quantity {value!r}", where) from None
-        number *= _BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix]
     else:
         raise InputError(f"quantity must be a number or a string, got {type(value).__name__}", where)
     if number < 0:
         raise InputError(f"quantity {value!r} is negative", where)
     if resource == CPU:
         number *= 1000
-    return int(number.to_integral_value(rounding=ROUND_CEILING))
+    if number.is_nan() or number.is_infinite() or number.adjusted() > _MAX_DIGITS:
+        raise InputError(f"quantity {value!r} is larger than Kubernetes allows (2^63-1 base units)", where)
+    amount = int(number.to_integral_value(rounding=ROUND_CEILING))
+    if amount > _MAX_QUANTITY:
+        raise InputError(f"quantity {value!r} is larger than Kubernetes allows (2^63-1 base units)", where)
+    return amount
+
+
+_MAX_QUANTITY = 2**63 - 1
+_MAX_DIGITS = 19           # checked before the exact int is built: 1e99999 would cost time and memory
 
 
 def parse_resources(mapping: object, where: str = "", keep_zero: bool = False) -> Resources:

@@ -60,6 +60,7 @@ class Runner:
         self.kube: Optional[KubeApi] = None
         self.leading = False
         self.synced = False          # every watch cache has listed once: the engine's view is complete
+        self.early_events: list[Event] = []     # PolicyRejected before the controller exists
 
     # -- entry --------------------------------------------------------------------------------------
     async def main(self) -> int:
@@ -102,8 +103,7 @@ class Runner:
         log.info("%s leads; starting watches", self.identity)
         await self._load_initial_policy()
         assert self.policy is not None
-        self.controller = Controller(self.policy.pipeline, self.policy.selector, self.policy.mode,
-                                     on_admit=self._admitted)
+        self._start_controller()
         tasks = [asyncio.create_task(c.run(), name=c.name) for c in self._make_caches()]
         try:
             await asyncio.wait_for(asyncio.gather(*(c.synced.wait() for c in self.caches)), 300)
@@ -113,6 +113,15 @@ class Runner:
         finally:
             for t in tasks:
                 t.cancel()
+
+    def _start_controller(self) -> Controller:
+        assert self.policy is not None
+        self.controller = Controller(self.policy.pipeline, self.policy.selector, self.policy.mode,
+                                     on_admit=self._admitted)
+        for event in self.early_events:        # rejections seen before it existed go out with its first step
+            self.controller.retry_later(event)
+        self.early_events.clear()
+        return self.controller
 
     # -- caches -------------------------------------------------------------------------------------
     def _handler(self, fn: Any) -> Any:
@@ -163,7 +172,10 @@ class Runner:
             cm_cache = WatchCache("policy-configmap", fn, self._on_configmap, timeout_seconds=self.opts.watch_timeout)
             self.caches.append(cm_cache)
             await cm_cache.relist()
+            if not cm_cache.objects:
+                self._reject(None, f"ConfigMap {self.opts.policy_configmap} does not exist")
             if self.policy is None:
+                await self._send_early_events()
                 raise InputError(f"no valid policy in ConfigMap {self.opts.policy_configmap} (key policy.yaml)",
                                  "--policy-configmap")
             asyncio.create_task(cm_cache.run(), name="policy-configmap")
@@ -183,25 +195,31 @@ class Runner:
             metrics.POLICY_GENERATION.inc()
 
     def _on_configmap(self, event: str, new: Any, old: Any) -> None:
+        """Every way an edit can fail ends in ``_reject``: the PolicyRejected Event, the reload-error metric,
+        one log line, and the running policy untouched."""
         if new is None:
-            log.error("policy ConfigMap %s deleted; keeping the running policy", self.opts.policy_configmap)
+            self._reject(old, "policy ConfigMap deleted; the running policy keeps running until it is recreated")
             return
-        text = (new.get("data") or {}).get("policy.yaml")
-        if text is None or text == self.policy_text:
+        data = new.get("data")
+        text = data.get("policy.yaml") if isinstance(data, dict) else None
+        if not isinstance(text, str):
+            keys = ", ".join(sorted(map(str, data))) if isinstance(data, dict) and data else "none"
+            self._reject(new, f"ConfigMap {self.opts.policy_configmap} has no key policy.yaml (keys: {keys})")
+            self.policy_text = None
+            return
+        if text == self.policy_text:
             return
         source = f"configmap {self.opts.policy_configmap}: policy.yaml"
+        self.policy_text = text
         try:
             loaded = policy_source.load(text, source)
         except (InputError, ValueError) as exc:
-            metrics.RELOAD_ERRORS.inc()
-            log.error("policy edit rejected, the previous policy keeps running: %s", exc)
-            self.policy_text = text
-            if self.controller is not None:
-                self.controller.retry_later(Event(_involved(new), "PolicyRejected",
-                                                  f"invalid policy, previous one keeps running: {exc}", "Warning"))
-                self.wake.set()
+            self._reject(new, f"invalid policy: {exc}")
             return
-        self.policy_text = text
+        except Exception as exc:   # a plugin's bug or an exhausted resource must not stop the controller
+            log.exception("loading the edited policy failed unexpectedly")
+            self._reject(new, f"invalid policy: {source}: cannot be loaded ({type(exc).__name__}: {exc})"[:1000])
+            return
         self.policy = loaded
         metrics.POLICY_GENERATION.inc()
         log.info("policy %s (%s) loaded from %s; mode %s", loaded.name, loaded.digest[:12], source, loaded.mode)
@@ -210,6 +228,30 @@ class Runner:
             self.controller.retry_later(Event(_involved(new), "PolicyLoaded", f"policy {loaded.name} "
                                                                         f"({loaded.digest[:12]}) is running"))
             self.wake.set()
+
+    def _reject(self, configmap: Any, why: str) -> None:
+        """A policy edit (or the ConfigMap's deletion) is refused: Event, metric, log; the policy stays."""
+        metrics.RELOAD_ERRORS.inc()
+        running = "the previous policy keeps running" if self.policy is not None else "no policy is running yet"
+        log.error("policy edit rejected, %s: %s", running, why)
+        event = Event(_involved(configmap or {}, self.opts.policy_configmap), "PolicyRejected",
+                      f"{why}; {running}", "Warning")
+        if self.controller is not None:
+            self.controller.retry_later(event)
+            self.wake.set()
+        else:
+            self.early_events.append(event)      # before the first cycle: sent with it, or at exit
+
+    async def _send_early_events(self) -> None:
+        """The controller will not start (no valid policy): say why on the ConfigMap before exiting."""
+        if self.kube is None:
+            return
+        for ev in self.early_events:
+            try:
+                await self.kube.create_event(ev.involved["namespace"] or "default", plan.event_body(ev, time.time()))
+            except Exception as exc:      # best effort: the error is also on stderr and in the metric
+                log.warning("could not post the %s Event: %s", ev.reason, exc)
+        self.early_events.clear()
 
     # -- the loop ---------------------------------------------------------------------------------------
     async def _loop(self) -> None:
@@ -309,8 +351,9 @@ class Runner:
         return web.Response(text=self.controller.explain(job) + "\n")
 
 
-def _involved(configmap: dict[str, Any]) -> dict[str, str]:
-    """The policy ConfigMap as an Event's involvedObject."""
-    meta = configmap["metadata"]
-    return {"apiVersion": "v1", "kind": "ConfigMap", "name": meta["name"], "namespace": meta["namespace"],
-            "uid": meta.get("uid", "")}
+def _involved(configmap: dict[str, Any], ref: Optional[str] = None) -> dict[str, str]:
+    """The policy ConfigMap as an Event's involvedObject (``ref`` NS/NAME when the object is gone)."""
+    meta = configmap.get("metadata") or {}
+    ns, _, name = (ref or "").partition("/")
+    return {"apiVersion": "v1", "kind": "ConfigMap", "name": str(meta.get("name") or name),
+            "namespace": str(meta.get("namespace") or ns), "uid": str(meta.get("uid") or "")}
