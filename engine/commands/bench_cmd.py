@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from engine._data import data_path
+from engine.commands.output import add_output, emit
 from engine.bench import BenchShape, run_bench
 from engine.pipeline import Pipeline
 
@@ -20,6 +20,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     parser.add_argument("--clusters", type=int, default=10, help="member clusters (default 10)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--policy", type=Path, default=DEFAULT_POLICY, help="policy file (default policies/default.yaml)")
+    add_output(parser, ("json", "yaml"), "json")
     parser.set_defaults(func=_run)
 
 
@@ -32,5 +33,5 @@ def _run(args: argparse.Namespace) -> int:
         return load_policy(args.policy).pipeline
 
     result = run_bench(BenchShape(args.jobs, args.queues, args.clusters, args.seed), factory, policy.name)
-    print(json.dumps(result, indent=2))
+    emit(result, args.output)
     return 0

@@ -20,8 +20,8 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from engine._data import data_path
-from engine.errors import InputError
-from engine.kube import metrics, plan, policy_source
+from engine.errors import AtollError, InputError, UsageError
+from engine.kube import access, metrics, plan, policy_source
 from engine.kube.cache import WatchCache
 from engine.kube.controller import Controller
 from engine.kube.plan import Event
@@ -37,6 +37,7 @@ class Options:
     policy_configmap: Optional[str] = None          # NS/NAME, key policy.yaml
     policy_file: Optional[str] = None
     kubeconfig: Optional[str] = None
+    context: Optional[str] = None
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 8080
     leader_elect: bool = False
@@ -64,15 +65,22 @@ class Runner:
 
     # -- entry --------------------------------------------------------------------------------------
     async def main(self) -> int:
-        from kubernetes_asyncio import client, config
+        from kubernetes_asyncio import client
 
-        if self.opts.kubeconfig:
-            await config.load_kube_config(config_file=self.opts.kubeconfig)
-        else:
-            await config.load_config()
+        await access.load(self.opts.kubeconfig, self.opts.context)
         self.api_client = client.ApiClient()
+        try:
+            await access.probe(self.api_client)
+        except BaseException:
+            await self.api_client.close()
+            raise
         self.kube = KubeApi(self.api_client)
-        site = await self._serve_metrics()
+        try:
+            site = await self._serve_metrics()
+        except OSError as exc:
+            await self.api_client.close()
+            raise InputError(f"cannot serve metrics on {self.opts.metrics_host}:{self.opts.metrics_port}: "
+                             f"{exc.strerror or exc}", "--metrics-port") from None
         try:
             if not self.opts.leader_elect:
                 await self.lead()
@@ -106,7 +114,12 @@ class Runner:
         self._start_controller()
         tasks = [asyncio.create_task(c.run(), name=c.name) for c in self._make_caches()]
         try:
-            await asyncio.wait_for(asyncio.gather(*(c.synced.wait() for c in self.caches)), 300)
+            try:
+                await asyncio.wait_for(asyncio.gather(*(c.synced.wait() for c in self.caches)), 300)
+            except asyncio.TimeoutError:
+                slow = ", ".join(c.name for c in self.caches if not c.synced.is_set())
+                raise AtollError(f"atoll run: watch caches did not list within 300 s ({slow}); see the log "
+                                 "for the API errors") from None
             log.info("caches synced (%s); first cycle", ", ".join(f"{c.name}={len(c.objects)}" for c in self.caches))
             self.synced = True
             await self._loop()
@@ -166,12 +179,13 @@ class Runner:
 
             ns, _, name = self.opts.policy_configmap.partition("/")
             if not ns or not name:
-                raise InputError("expected NAMESPACE/NAME", "--policy-configmap")
+                raise UsageError("expected NAMESPACE/NAME", "--policy-configmap")
             core = client.CoreV1Api(self.api_client)
             fn = functools.partial(core.list_namespaced_config_map, ns, field_selector=f"metadata.name={name}")
             cm_cache = WatchCache("policy-configmap", fn, self._on_configmap, timeout_seconds=self.opts.watch_timeout)
             self.caches.append(cm_cache)
-            await cm_cache.relist()
+            with access.api_errors(f"reading the policy ConfigMap {self.opts.policy_configmap}"):
+                await cm_cache.relist()
             if not cm_cache.objects:
                 self._reject(None, f"ConfigMap {self.opts.policy_configmap} does not exist")
             if self.policy is None:
