@@ -223,3 +223,13 @@ def test_kubeconfig_and_connection_errors_are_one_line(case: str, words: str, tm
         line = one_line_error(atoll("webhook", "--insecure-http", "--port", "0", "--policy-configmap", "ns/p",
                                     *args, env=env))
         assert words in line
+
+
+def test_webhook_certificate_problems_are_one_line(tmp_path: Path) -> None:
+    notpem, badpem = tmp_path / "notpem", tmp_path / "bad.pem"
+    notpem.write_text("x")
+    badpem.write_text("-----BEGIN CERTIFICATE-----\nabc\n-----END CERTIFICATE-----\n")
+    for cert, words in ((tmp_path / "absent.pem", "--cert: cannot read: No such file"),
+                        (notpem, "--cert: not a PEM file"), (badpem, "cannot use the certificate and key")):
+        line = one_line_error(atoll("webhook", "--cert", str(cert), "--key", str(cert), "--port", "0"))
+        assert words in line and str(cert) in line

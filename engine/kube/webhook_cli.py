@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import ssl
 from typing import Any, Optional
 
 import uvloop
@@ -53,6 +54,9 @@ def _run_webhook(args: argparse.Namespace) -> int:
         raise UsageError("--cert and --key go together")
     if not args.cert and not args.insecure_http:
         raise UsageError("--cert/--key required (or --insecure-http for local debugging)")
+    for flag, path in (("--cert", args.cert), ("--key", args.key)):
+        if path:
+            _check_pem(flag, path)
     if args.policy:
         path = args.policy
         server = WebhookServer(selector_from_file(path), lambda: selector_from_file(path), (path,))
@@ -64,9 +68,22 @@ def _run_webhook(args: argparse.Namespace) -> int:
         server = WebhookServer(ManagedSelector())
     try:
         uvloop.run(serve(server, args.host, args.port, args.cert, args.key, args.reload_interval))
+    except ssl.SSLError as exc:
+        raise InputError(f"cannot use the certificate and key: {exc.reason or exc}", args.cert) from None
     except OSError as exc:
-        raise InputError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
+        raise InputError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     return 0
+
+
+def _check_pem(flag: str, path: str) -> None:
+    """A missing or unreadable certificate or key is named before the server starts."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError as exc:
+        raise InputError(f"{flag}: cannot read: {exc.strerror or exc}", path) from None
+    if b"-----BEGIN" not in head:
+        raise InputError(f"{flag}: not a PEM file", path)
 
 
 def _run_bench(args: argparse.Namespace) -> int:
