@@ -9,7 +9,7 @@ the way the Kubernetes scheduler rounds requests. A resource vector is a plain
 from __future__ import annotations
 
 import re
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal
 from functools import lru_cache
 from typing import Mapping
 
@@ -50,11 +50,9 @@ def parse_quantity(value: object, resource: str = "", where: str = "") -> int:
         mantissa, suffix = match.group(1), match.group(2) or ""
         try:
             number = Decimal(mantissa)
-        except InvalidOperation:
+            number *= _BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix]
+        except ArithmeticError:             # InvalidOperation, or Overflow of an exponent like 1e999999999
             raise InputError(f"invalid quantity {value!r}", where) from None
-        if number.is_finite() and number.adjusted() > 40:    # before arithmetic on e.g. '1e999999999'
-            raise InputError(f"quantity {value!r} is beyond Kubernetes' limit (2^63-1)", where)
-        number *= _BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix]
     else:
         raise InputError(f"quantity must be a number or a string, got {type(value).__name__}", where)
     if not number.is_finite():
@@ -63,10 +61,15 @@ def parse_quantity(value: object, resource: str = "", where: str = "") -> int:
         raise InputError(f"quantity {value!r} is negative", where)
     if resource == CPU:
         number *= 1000
-    if number > MAX_AMOUNT:
-        raise InputError(f"quantity {value!r} is beyond Kubernetes' limit (2^63-1"
-                         f"{' milli-cores' if resource == CPU else ''})", where)
-    return int(number.to_integral_value(rounding=ROUND_CEILING))
+    if number.is_nan() or number.is_infinite() or number.adjusted() > _MAX_DIGITS:
+        raise InputError(f"quantity {value!r} is larger than Kubernetes allows (2^63-1 base units)", where)
+    amount = int(number.to_integral_value(rounding=ROUND_CEILING))
+    if amount > MAX_AMOUNT:
+        raise InputError(f"quantity {value!r} is larger than Kubernetes allows (2^63-1 base units)", where)
+    return amount
+
+
+_MAX_DIGITS = 19           # checked before the exact int is built: 1e99999 would cost time and memory
 
 
 def parse_resources(mapping: object, where: str = "", keep_zero: bool = False) -> Resources:

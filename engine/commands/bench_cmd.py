@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from engine._data import data_path
 from engine.bench import BenchShape, run_bench, run_churn
+from engine.commands.output import add_output, emit
 from engine.pipeline import Pipeline
 
 DEFAULT_POLICY = data_path("policies", "default.yaml")
@@ -24,6 +24,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
                              "examinations per cycle after each finish")
     parser.add_argument("--finishes", type=int, default=200, help="finishes timed with --churn (default 200)")
     parser.add_argument("--policy", type=Path, default=DEFAULT_POLICY, help="policy file (default policies/default.yaml)")
+    add_output(parser, ("json", "yaml"), "json")
     parser.set_defaults(func=_run)
 
 
@@ -40,5 +41,5 @@ def _run(args: argparse.Namespace) -> int:
         result = run_churn(shape, factory, policy.name, args.finishes)
     else:
         result = run_bench(shape, factory, policy.name)
-    print(json.dumps(result, indent=2))
+    emit(result, args.output)
     return 0

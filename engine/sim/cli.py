@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -12,7 +13,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from engine._data import shipped
-from engine.errors import InputError
+from engine.commands.output import console as output_console
+from engine.errors import InputError, UsageError
 from engine.policy import load_policy
 from engine.pipeline import Pipeline
 from engine.sim.compare import column_names, compare_rows
@@ -63,21 +65,22 @@ PipelineLoader = Callable[[Path], tuple[Pipeline, str]]
 
 
 def run(args: argparse.Namespace, loader: PipelineLoader = load_pipeline, console: Optional[Console] = None) -> int:
-    console = console or Console()
+    console = console or output_console()
+    prepare_outputs(getattr(args, "report", None), getattr(args, "plot", None))   # before minutes of simulation
     compare: list[str] = list(args.compare or [])
     scenario_path = args.scenario
     if scenario_path is None and compare:
         scenario_path = compare.pop()
     if scenario_path is None:
-        raise InputError("give a SCENARIO file, e.g. atoll simulate scenarios/quickstart.yaml", "atoll simulate")
+        raise UsageError("give a SCENARIO file, e.g. atoll simulate scenarios/quickstart.yaml", "atoll simulate")
     if args.compare is not None and len(compare) < 2:
-        raise InputError("--compare needs at least two policies and then the scenario", "atoll simulate")
+        raise UsageError("--compare needs at least two policies and then the scenario", "atoll simulate")
     if compare and args.policy:
-        raise InputError("use either --policy or --compare", "atoll simulate")
+        raise UsageError("use either --policy or --compare", "atoll simulate")
     if getattr(args, "serve", False) and compare:
-        raise InputError("--serve runs one policy: use --policy, not --compare", "atoll simulate")
+        raise UsageError("--serve runs one policy: use --policy, not --compare", "atoll simulate")
     if getattr(args, "serve", False) and not args.speed > 0:
-        raise InputError(f"--speed must be > 0, got {args.speed:g}", "atoll simulate --speed")
+        raise UsageError(f"--speed must be > 0, got {args.speed:g}", "atoll simulate --speed")
     scenario = load_scenario(shipped(scenario_path, "scenarios"), seed=args.seed)
     policies = [resolve_policy(p) for p in compare] if compare else [resolve_policy(args.policy)]
     pipelines = [loader(p) for p in policies]          # load (and validate) every policy before running any
@@ -146,6 +149,22 @@ def _serve(args: argparse.Namespace, scenario: Scenario, loaded: tuple[Pipeline,
         raise InputError(f"cannot serve the dashboard: {exc.strerror or exc}",
                          f"--dashboard-port {args.dashboard_port}") from None
     return 0
+
+
+def prepare_outputs(*paths: Optional[str]) -> None:
+    """Create the folders of output files and check they can be written, before any work is done."""
+    for path in paths:
+        if not path:
+            continue
+        target = Path(path)
+        if target.is_dir():
+            raise InputError("is a directory; give a file name", path)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"cannot create the folder {str(target.parent)!r}: {exc.strerror or exc}", path) from None
+        if not os.access(target.parent, os.W_OK):
+            raise InputError(f"cannot write to the folder {str(target.parent)!r}: permission denied", path)
 
 
 def _numbered(path: str, index: int, count: int, name: str) -> str:

@@ -18,10 +18,15 @@ from engine.errors import InputError
 from engine.model import Job, Queue, Task
 from engine.resources import Resources, add_into, fits, parse_resources, scale
 from engine.policy.schema_check import first_error, load_schema_file
-from engine.policy.yaml_source import PathPart, format_path, line_of, load_yaml, read_source
+from engine.policy.yaml_source import PathPart, YamlLimits, format_path, line_of, load_yaml, read_source
 
 SCHEMA_PATH = data_path("schemas", "scenario.schema.json")
 MEMBER_SCHEDULERS = ("volcano", "kube-default")
+LIMITS = YamlLimits(max_bytes=8 << 20, max_nodes=200_000, max_depth=64)
+"""A scenario file: 8 MiB, 200,000 YAML nodes (aliases expanded), 64 levels (see docs/simulator.md)."""
+MAX_NODES = 100_000          # simulated nodes over all clusters, after ``count``
+MAX_JOBS = 200_000           # jobs after generators are expanded (loading costs ~50 us a job)
+MAX_PODS = 10_000_000        # replicas over all jobs
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
@@ -143,13 +148,13 @@ def _parts(field_path: str) -> list[PathPart]:
 
 def load_scenario(path: str | Path, seed: Optional[int] = None) -> Scenario:
     """Load and expand a scenario file; ``seed`` overrides spec.seed (generators, pod interleaving)."""
-    return load_scenario_text(read_source(path, "scenario"), str(path), seed)
+    return load_scenario_text(read_source(path, "scenario", LIMITS), str(path), seed)
 
 
 def load_scenario_text(text: str, source: str, seed: Optional[int] = None) -> Scenario:
     """Validate ``text`` (named ``source`` in every message) and expand it. Errors read
     ``file: spec.jobs[3].duration (line 41): invalid duration '90 seconds' ...``."""
-    raw = load_yaml(text, source)             # duplicate keys are errors, syntax errors carry line/column
+    raw = load_yaml(text, source, LIMITS)     # duplicate keys are errors, syntax errors carry line/column
     problem = first_error(load_schema_file(SCHEMA_PATH), raw)
     if problem is not None:
         path, message = problem
@@ -164,7 +169,7 @@ def load_scenario_text(text: str, source: str, seed: Optional[int] = None) -> Sc
 
 
 def _located(text: str, source: str, path: list[PathPart], message: str) -> InputError:
-    line = line_of(text, path)
+    line = line_of(text, path, LIMITS)
     where = f"{source}: {format_path(path) or '(document)'}" + (f" (line {line})" if line else "")
     return InputError(message, where)
 
@@ -176,6 +181,7 @@ def _build(raw: dict[str, Any], source: str, seed_override: Optional[int]) -> Sc
         return f"{source}: spec.{field_path}"
 
     seed = int(spec.get("seed", 0)) if seed_override is None else seed_override
+    _check_budget(spec, at)
     clusters: list[ClusterSpec] = []
     for i, c in enumerate(spec["clusters"]):
         nodes: list[Resources] = []
@@ -250,6 +256,25 @@ def _build(raw: dict[str, Any], source: str, seed_override: Optional[int]) -> Sc
         schedule_period=parse_duration(spec.get("schedulePeriod", 1), at("schedulePeriod")),
         horizon=_positive(spec.get("horizon", "30d"), at("horizon")),
         member_scheduler=member, clusters=clusters, queues=queues, jobs=jobs, events=events)
+
+
+def _check_budget(spec: dict[str, Any], at: Any) -> None:
+    """Refuse a scenario that would expand beyond MAX_NODES / MAX_JOBS / MAX_PODS, before expanding it."""
+    nodes = sum(int(g.get("count", 1)) for c in spec["clusters"] for g in c["nodes"])
+    if nodes > MAX_NODES:
+        raise InputError(f"{nodes:,} nodes in all clusters; at most {MAX_NODES:,}", at("clusters"))
+    listed = spec.get("jobs", [])
+    generators = spec.get("generators", [])
+    jobs = len(listed) + sum(int(g["count"]) for g in generators)
+    if jobs > MAX_JOBS:
+        raise InputError(f"{jobs:,} jobs once generators are expanded; at most {MAX_JOBS:,}", at("generators"))
+
+    def replicas(job: dict[str, Any]) -> int:
+        return sum(int(t.get("replicas", 1)) for t in job.get("tasks", ()))
+
+    pods = sum(replicas(j) for j in listed) + sum(int(g["count"]) * replicas(g) for g in generators)
+    if pods > MAX_PODS:
+        raise InputError(f"{pods:,} pods (replicas over all jobs); at most {MAX_PODS:,}", at("jobs"))
 
 
 def _positive(value: object, where: str) -> float:
