@@ -57,7 +57,7 @@ def test_default_grades_are_joint_over_cpu_and_memory() -> None:
 def test_pod_full_nodes_are_skipped_not_a_break() -> None:
     """Karmada's `break` (#7757) would drop every node after a pod-full one; Atoll skips just that node."""
     full = ({GPU: 8, PODS: 1}, [{GPU: 1}])
-    free = ({GPU: 8, PODS: 110}, [])
+    free: tuple[dict[str, int], list[dict[str, int]]] = ({GPU: 8, PODS: 110}, [])
     assert allocatable_modelings(GPU_GRADES, [full, free, free]) == [0, 0, 0, 0, 2]
 
 
