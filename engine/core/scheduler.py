@@ -256,7 +256,8 @@ class Engine:
             # decision is the same. On a refusal the full list is judged again, so the reason (which
             # names the clusters filtered out) is exactly what it always was. In a filling fleet about
             # half the clusters are too full for a given job: this halves the per-admission work.
-            fitting = state.clusters_fitting_pods(job.min_demand, job.min_pods, candidates)
+            fitting = state.clusters_fitting_pods(job.min_demand, job.min_pods, candidates) \
+                if state.any_node_shapes else state.clusters_fitting(job.min_demand, candidates)
             if fitting and len(fitting) < len(candidates):
                 decided = self._decide(job, fitting)
                 if not isinstance(decided, Refusal):
