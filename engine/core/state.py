@@ -61,10 +61,15 @@ class FleetState:
         """The cluster's virtual nodes now: its reported node shapes with Atoll's in-flight pods booked
         on them (largest nodes first: ``nodefit.reserve``). None when it reports no resource models
         (then only its totals are known). Finished jobs are not credited back here, unlike ``free``
-        (which nodes they freed is unknown): the next report shows them. Do not mutate."""
+        (which nodes they freed is unknown): the next report shows them. Karmada's *default* cpu/memory
+        models are not used (None as well): their lower edges make e.g. a 10-cpu/10Gi node a 1-cpu/4Gi
+        one, so a conservative view from them would refuse nearly everything (see ARCHITECTURE.md).
+        Do not mutate."""
         if cluster in self._nodes:
             return self._nodes[cluster]
         shapes = self.clusters[cluster].node_shapes
+        if shapes is not None and shapes.karmada_defaults:
+            shapes = None
         if shapes is not None:
             flights = self._inflight_pods.get(cluster)
             if flights:
@@ -105,6 +110,8 @@ class FleetState:
         shapes = self.clusters[cluster].node_shapes
         if shapes is None:
             return "node shapes: totals only (no resource models)"
+        if shapes.karmada_defaults:
+            return "node shapes: totals only (Karmada's default cpu/memory models are too coarse to use)"
         return f"node shapes: from resource models ({', '.join(sorted(shapes.resources))})"
 
     @property
@@ -181,7 +188,7 @@ class FleetState:
         if old is not None and old is not cluster:
             cluster.generation = old.generation + 1
         self.clusters[cluster.name] = cluster
-        if cluster.node_shapes is not None:
+        if cluster.node_shapes is not None and not cluster.node_shapes.karmada_defaults:
             self._shaped.add(cluster.name)
         else:
             self._shaped.discard(cluster.name)
@@ -201,7 +208,8 @@ class FleetState:
         else:
             grew = ((cluster.ready and not old.ready) or old.labels != cluster.labels
                     or any(v > old_free.get(k, 0) for k, v in self.free(cluster.name).items())
-                    or (cluster.node_shapes is not None and more_room(cluster.node_shapes, old.node_shapes)))
+                    or (cluster.name in self._shaped and cluster.node_shapes is not None
+                        and more_room(cluster.node_shapes, old.node_shapes)))
         if grew:
             self.capacity_epoch += 1
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 from rich.console import Console
 from rich.table import Table
@@ -33,6 +33,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--report", metavar="OUT.json", help="write the full JSON report (one per policy with --compare)")
     p.add_argument("--plot", metavar="OUT.png", help="write a PNG of backlog, utilisation and queue shares")
     p.add_argument("--seed", type=int, default=None, help="override spec.seed")
+    p.add_argument("--placement-mode", choices=("policy", "gate", "bind"), default="policy",
+                   help="gate: Atoll admits, the simulated karmada-scheduler places; bind: Atoll places; "
+                        "policy (default): each policy's spec.placementMode")
     p.set_defaults(func=run)
 
 
@@ -42,13 +45,13 @@ def resolve_policy(path: Optional[str]) -> Path:
 
 
 
-def load_pipeline(path: Path) -> tuple[Pipeline, str]:
-    """Load a policy file into its pipeline and name."""
+def load_pipeline(path: Path) -> tuple[Pipeline, str, str]:
+    """Load a policy file into its pipeline, name and placement mode."""
     policy = load_policy(path)
-    return policy.pipeline, str(policy.name)
+    return policy.pipeline, str(policy.name), str(policy.placement_mode or "gate")
 
 
-PipelineLoader = Callable[[Path], tuple[Pipeline, str]]
+PipelineLoader = Callable[[Path], Union[tuple[Pipeline, str], tuple[Pipeline, str, str]]]
 
 
 def run(args: argparse.Namespace, loader: PipelineLoader = load_pipeline, console: Optional[Console] = None) -> int:
@@ -67,8 +70,12 @@ def run(args: argparse.Namespace, loader: PipelineLoader = load_pipeline, consol
     policies = [resolve_policy(p) for p in compare] if compare else [resolve_policy(args.policy)]
     pipelines = [loader(p) for p in policies]          # load (and validate) every policy before running any
     reports = []
-    for index, (pipeline, name) in enumerate(pipelines):
-        result = _simulate(scenario, pipeline, name, console)
+    for index, loaded in enumerate(pipelines):
+        pipeline, name = loaded[0], loaded[1]
+        mode = getattr(args, "placement_mode", "policy") or "policy"
+        if mode == "policy":
+            mode = loaded[2] if len(loaded) > 2 else "bind"
+        result = _simulate(scenario, pipeline, name, console, mode)
         report = build_report(result)
         reports.append(report)
         if args.report:
@@ -116,12 +123,12 @@ class _ProgressBar:
         self.bar.stop()
 
 
-def _simulate(scenario: Scenario, pipeline: Pipeline, name: str, console: Console) -> SimResult:
+def _simulate(scenario: Scenario, pipeline: Pipeline, name: str, console: Console, mode: str = "bind") -> SimResult:
     if len(scenario.jobs) < _PROGRESS_MIN_JOBS or not console.is_terminal:
-        return simulate(scenario, pipeline, name)
+        return simulate(scenario, pipeline, name, placement_mode=mode)
     bar = _ProgressBar(scenario, name, console)
     try:
-        return simulate(scenario, pipeline, name, progress=bar)
+        return simulate(scenario, pipeline, name, progress=bar, placement_mode=mode)
     finally:
         bar.stop()
 
@@ -142,7 +149,8 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
     s = report["summary"]
     jobs = s["jobs"]
     table = Table(title=f"atoll simulate: {report['scenario']} with policy {report['policy']} "
-                        f"(members: {report['memberScheduler']}, status every {report['statusPeriod']:g}s)",
+                        f"({report['placementMode']} mode, members: {report['memberScheduler']}, "
+                        f"status every {report['statusPeriod']:g}s)",
                   show_header=False, title_justify="left")
     table.add_column("metric", style="bold")
     table.add_column("value")
@@ -151,6 +159,11 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
     ratio = f" = {s['makespanRatio']:.3f} x lower bound {s['lowerBound']:,.0f}s" if s["makespanRatio"] else ""
     table.add_row("makespan", f"{_fmt(s['makespan'], 's')}{ratio}")
     table.add_row("partial gangs", str(s["partialGangs"]))
+    st = s["stalled"]
+    table.add_row("stalled after admission", f"{st['attempts']} attempts ({st['beyondTwoStatusPeriods']} over two status "
+                                             f"periods), {_fmt(st['seconds'], 's')} in all, max {_fmt(st['maxSeconds'], 's')}"
+                                             + (f"; {st['neverPlaced']} never placed by karmada-scheduler"
+                                                if st["neverPlaced"] else ""))
     table.add_row("attempts", ", ".join(f"{n} {k}" for k, n in s["attempts"]["byOutcome"].items()) or "0")
     table.add_row("wait (submit to start)", f"p50 {_fmt(s['wait']['p50'], 's')}, p95 {_fmt(s['wait']['p95'], 's')}, "
                                             f"max {_fmt(s['wait']['max'], 's')}")
@@ -179,6 +192,9 @@ COMPARE_METRICS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
     ("makespan (s)", lambda s: s["makespan"]),
     ("makespan / lower bound", lambda s: s["makespanRatio"]),
     ("partial gangs", lambda s: s["partialGangs"]),
+    ("stalled attempts", lambda s: s["stalled"]["attempts"]),
+    ("stalled > 2 status periods", lambda s: s["stalled"]["beyondTwoStatusPeriods"]),
+    ("stalled time (s)", lambda s: s["stalled"]["seconds"]),
     ("attempts", lambda s: s["attempts"]["total"]),
     ("wait p50 (s)", lambda s: s["wait"]["p50"]),
     ("wait p95 (s)", lambda s: s["wait"]["p95"]),
@@ -193,11 +209,12 @@ COMPARE_METRICS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
 def compare_table(reports: list[dict[str, Any]]) -> Table:
     """Metrics side by side; every later policy also as a ratio to the first, in its cell."""
     base = reports[0]
-    table = Table(title=f"atoll simulate --compare: {base['scenario']} (members: {base['memberScheduler']}); "
-                        f"ratios are to {base['policy']}", title_justify="left")
+    title = (f"atoll simulate --compare: {base['scenario']} (members: {base['memberScheduler']}); "
+             f"ratios are to {base['policy']}")
+    table = Table(title=title, title_justify="left", min_width=len(title))
     table.add_column("metric", style="bold", no_wrap=True)
     for r in reports:
-        table.add_column(r["policy"], justify="right", no_wrap=True)
+        table.add_column(f"{r['policy']} ({r['placementMode']})", justify="right", no_wrap=True)
     for label, get in COMPARE_METRICS:
         values = [get(r["summary"]) for r in reports]
         cells = [_fmt(values[0])]
