@@ -41,8 +41,6 @@ class FleetState:
         self._ready: Optional[list[Cluster]] = None
         self._children: Optional[dict[str, list[str]]] = None
         self._fits = FitIndex()                         # request -> clusters where it fits, kept incrementally
-        # node view (engine.core.nodefit): cluster -> job id -> in-flight pods, mirroring _inflight
-        self._inflight_pods: dict[str, dict[str, Pods]] = {}
         self._nodes: dict[str, Optional[NodeShapes]] = {}   # cluster -> reported shapes minus in-flight pods
         self._shaped: set[str] = set()                      # clusters that report node shapes
 
@@ -71,9 +69,11 @@ class FleetState:
         if shapes is not None and shapes.karmada_defaults:
             shapes = None
         if shapes is not None:
-            flights = self._inflight_pods.get(cluster)
+            flights = self._inflight.get(cluster)
             if flights:
-                shapes = reserve(shapes, [pod for pods in flights.values() for pod in pods])
+                jobs = self.jobs
+                shapes = reserve(shapes, [pod for job_id in flights if job_id in jobs
+                                          for pod in jobs[job_id].placed_pods(cluster)])
         self._nodes[cluster] = shapes
         return shapes
 
@@ -194,10 +194,8 @@ class FleetState:
             self._shaped.discard(cluster.name)
         flights = self._inflight.get(cluster.name)
         if flights:
-            pods = self._inflight_pods.get(cluster.name, {})
             for job_id in [j for j, (_, started) in flights.items() if started is not None and started < cluster.status_time]:
                 add_into(self._reserved[cluster.name], flights.pop(job_id)[0], -1)
-                pods.pop(job_id, None)
         credits = self._credits.get(cluster.name)
         if credits:
             for job_id in [j for j, (_, at) in credits.items() if at <= cluster.status_time]:
@@ -216,7 +214,6 @@ class FleetState:
     def remove_cluster(self, name: str) -> None:
         self.clusters.pop(name, None)
         self._inflight.pop(name, None)
-        self._inflight_pods.pop(name, None)
         self._shaped.discard(name)
         self._reserved.pop(name, None)
         self._credits.pop(name, None)
@@ -312,7 +309,6 @@ class FleetState:
                 if previous is not None:
                     add_into(self._reserved[cluster], previous[0], -1)
                 self._inflight[cluster][job.id] = (reserved, None)
-                self._inflight_pods.setdefault(cluster, {})[job.id] = job.placed_pods(cluster)
                 add_into(self._reserved.setdefault(cluster, {}), reserved)
                 self._usage_changed(cluster)
 
@@ -330,7 +326,6 @@ class FleetState:
             flights = self._inflight.get(cluster)
             booked = flights.pop(job.id, None) if flights else None
             if booked is not None:
-                self._inflight_pods.get(cluster, {}).pop(job.id, None)
                 add_into(self._reserved[cluster], booked[0], -1)
                 self._usage_changed(cluster)
             elif ended_at is not None and job.state is JobState.RUNNING and cluster in self.clusters \
