@@ -19,6 +19,8 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     parser.add_argument("--queues", type=int, default=10, help="queues (default 10)")
     parser.add_argument("--clusters", type=int, default=10, help="member clusters (default 10)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--node-shapes", action="store_true",
+                        help="clusters report resource models (8 x 8-GPU nodes each): node-aware fit (docs/node-shapes.md)")
     parser.add_argument("--policy", type=Path, default=DEFAULT_POLICY, help="policy file (default policies/default.yaml)")
     parser.set_defaults(func=_run)
 
@@ -31,6 +33,6 @@ def _run(args: argparse.Namespace) -> int:
     def factory() -> Pipeline:
         return load_policy(args.policy).pipeline
 
-    result = run_bench(BenchShape(args.jobs, args.queues, args.clusters, args.seed), factory, policy.name)
+    result = run_bench(BenchShape(args.jobs, args.queues, args.clusters, args.seed, args.node_shapes), factory, policy.name)
     print(json.dumps(result, indent=2))
     return 0

@@ -301,6 +301,8 @@ class Engine:
     # -- pending index ----------------------------------------------------------------
     def _enqueue(self, job: Job) -> Optional[Refusal]:
         job.demand, job.min_demand    # computed once on arrival (cached), not inside the next cycle
+        if self.state.any_node_shapes:
+            job.min_pods              # likewise the gang minimum's pods, for node-aware fit
         refusal = self.pipeline.enqueue(job=job, state=self.state)
         if refusal is not None:
             job.state = JobState.REJECTED

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from engine.core.fitindex import FitIndex
-from engine.core.nodefit import UNBOUNDED, NodeShapes, PerPod, max_replicas, more_room, pack, pairs, reserve
+from engine.core.nodefit import UNBOUNDED, NodeShapes, PerPod, fits, max_replicas, more_room, pairs, reserve
 from engine.model import Cluster, Job, JobState, Pods, Queue
 from engine.resources import Resources, add_into, clamp_nonnegative, sub
 
@@ -43,6 +43,7 @@ class FleetState:
         self._fits = FitIndex()                         # request -> clusters where it fits, kept incrementally
         self._nodes: dict[str, Optional[NodeShapes]] = {}   # cluster -> reported shapes minus in-flight pods
         self._shaped: set[str] = set()                      # clusters that report node shapes
+        self._fit_memo: dict[str, dict[object, bool]] = {}  # cluster -> pods -> fits its node view now
 
     # -- capacity views ----------------------------------------------------------
     def free(self, cluster: str) -> Resources:
@@ -103,7 +104,18 @@ class FleetState:
             if amount > free.get(name, 0):
                 return False
         shapes = self.nodes(cluster)
-        return shapes is None or pack(shapes, pods) is not None
+        if shapes is None:
+            return True
+        memo = self._fit_memo.setdefault(cluster, {})
+        try:
+            known = memo.get(pods)
+        except TypeError:                 # unhashable (a list of dicts): no memo
+            return fits(shapes, pods)
+        if known is None:
+            if len(memo) > 4096:
+                memo.clear()
+            known = memo[pods] = fits(shapes, pods)
+        return known
 
     def node_note(self, cluster: str) -> str:
         """What "fits" means for this cluster, for explain and the docs."""
@@ -126,6 +138,16 @@ class FleetState:
         fit = self._fits.fitting(("pods", pods), self.clusters, self.free, self.clusters.__contains__,
                                  lambda name: self.fits_tasks(name, pods))
         return [c for c in clusters if c.name in fit]
+
+    def fits_somewhere(self, need: Resources, pods: Pods) -> bool:
+        """Whether some ready cluster holds these pods (summing to ``need``) now: ``clusters_fitting_pods``
+        over the ready clusters without building the list (admit-time checks)."""
+        if not self._shaped:
+            return bool(self.clusters_fitting(need, self.ready_clusters()))
+        fit = self._fits.fitting(("pods", pods), self.clusters, self.free, self.clusters.__contains__,
+                                 lambda name: self.fits_tasks(name, pods))
+        clusters = self.clusters
+        return any(clusters[name].ready for name in fit)
 
     def ready_clusters(self) -> list[Cluster]:
         """Ready clusters in name order (cached; do not mutate the list)."""
@@ -223,6 +245,7 @@ class FleetState:
         """The cluster itself changed (status, readiness, labels, removal): drop every derived view."""
         self._free.pop(cluster, None)
         self._nodes.pop(cluster, None)
+        self._fit_memo.pop(cluster, None)
         self._fits.changed(cluster)
         self._fleet_free = None
         self._fleet_allocatable = None
@@ -232,7 +255,7 @@ class FleetState:
     def _usage_changed(self, cluster: str) -> None:
         """Only the engine's own bookings on a cluster changed: update derived views incrementally."""
         old = self._free.pop(cluster, None)
-        self._nodes.pop(cluster, None)
+        self._fit_memo.pop(cluster, None)
         self._fits.changed(cluster)
         c = self.clusters.get(cluster)
         if old is None or c is None or not c.ready:
@@ -310,7 +333,12 @@ class FleetState:
                     add_into(self._reserved[cluster], previous[0], -1)
                 self._inflight[cluster][job.id] = (reserved, None)
                 add_into(self._reserved.setdefault(cluster, {}), reserved)
+                view = self._nodes.get(cluster)
                 self._usage_changed(cluster)
+                if previous is not None or view is None:
+                    self._nodes.pop(cluster, None)
+                else:   # book just this job's pods on the cached view, not every in-flight job again
+                    self._nodes[cluster] = reserve(view, job.placed_pods(cluster))
 
     def release(self, job: Job, ended_at: Optional[float] = None) -> None:
         """Undo ``hold``: the job finished, failed, or was deleted. With ``ended_at`` (the caller knows
@@ -327,13 +355,14 @@ class FleetState:
             booked = flights.pop(job.id, None) if flights else None
             if booked is not None:
                 add_into(self._reserved[cluster], booked[0], -1)
+                self._nodes.pop(cluster, None)
                 self._usage_changed(cluster)
             elif ended_at is not None and job.state is JobState.RUNNING and cluster in self.clusters \
                     and self.clusters[cluster].status_time < ended_at:
                 credit = job.placed_demand(cluster)
                 self._credits.setdefault(cluster, {})[job.id] = (credit, ended_at)
                 add_into(self._reserved.setdefault(cluster, {}), credit, -1)
-                self._usage_changed(cluster)
+                self._usage_changed(cluster)      # the node view is unchanged: credits do not reach it
         self.capacity_epoch += 1
 
     def mark_started(self, job: Job, at: float) -> None:
