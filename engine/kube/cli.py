@@ -22,7 +22,8 @@ def _run(args: argparse.Namespace) -> int:
     opts = Options(policy_configmap=args.policy_configmap, policy_file=args.policy, kubeconfig=args.kubeconfig,
                    metrics_host=args.metrics_host, metrics_port=args.metrics_port, leader_elect=args.leader_elect,
                    lease_name=args.lease_name, lease_namespace=args.lease_namespace,
-                   concurrency=args.concurrency, identity=args.identity or "")
+                   concurrency=args.concurrency, identity=args.identity or "",
+                   dashboard_port=args.dashboard_port, dashboard_host=args.dashboard_address)
     return uvloop.run(Runner(opts).main())
 
 
@@ -102,6 +103,10 @@ def register(subparsers: Any, _: Optional[Any] = None) -> None:
     p.add_argument("--lease-namespace", default="atoll-system")
     p.add_argument("--identity", help="leader-election identity (default: hostname-pid)")
     p.add_argument("--concurrency", type=int, default=32, help="binding patches in flight at most")
+    p.add_argument("--dashboard-port", type=int, default=None, metavar="N",
+                   help="serve the read-only web dashboard on this port (default: off; see docs/dashboard.md)")
+    p.add_argument("--dashboard-address", default="127.0.0.1", metavar="ADDR",
+                   help="address the dashboard binds (default 127.0.0.1: this machine only; 0.0.0.0 in a pod)")
     p.add_argument("--log-level", default="info")
     p.set_defaults(func=_run)
 
