@@ -28,6 +28,7 @@ class BenchShape:
     queues: int
     clusters: int
     seed: int = 1
+    node_shapes: bool = False       # clusters report resource models (8 nodes of 8 GPUs each, per-GPU slices)
 
 
 def build_fleet(shape: BenchShape) -> tuple[list[Cluster], list[Queue], list[Job]]:
@@ -38,6 +39,11 @@ def build_fleet(shape: BenchShape) -> tuple[list[Cluster], list[Queue], list[Job
                 allocatable={CPU: 1000_000, MEMORY: 4096 * GI, PODS: 5000, GPU: 64})
         for i in range(shape.clusters)
     ]
+    if shape.node_shapes:
+        from engine.core.nodefit import shapes_of
+        grades = [{GPU: g, CPU: 15_000 * g, MEMORY: 64 * g * GI} for g in range(9)]     # 125 cpu / 512Gi per node
+        for cluster in clusters:
+            cluster.node_shapes = shapes_of(grades, [0] * 8 + [8])
     queues = [Queue(name=f"q{i:04d}", weight=rng.randint(1, 4), priority=rng.choice((0, 0, 0, 10)))
               for i in range(shape.queues)]
     jobs = [make_job(rng, i, queues) for i in range(shape.jobs)]

@@ -19,6 +19,8 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     parser.add_argument("--queues", type=int, default=10, help="queues (default 10)")
     parser.add_argument("--clusters", type=int, default=10, help="member clusters (default 10)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--node-shapes", action="store_true",
+                        help="clusters report resource models (8 x 8-GPU nodes each): node-aware fit (docs/node-shapes.md)")
     parser.add_argument("--churn", action="store_true",
                         help="saturated fleet, deep backlog, a stream of finishes: per-cycle p50/p99 and "
                              "examinations per cycle after each finish")
@@ -36,7 +38,7 @@ def _run(args: argparse.Namespace) -> int:
     def factory() -> Pipeline:
         return load_policy(args.policy).pipeline
 
-    shape = BenchShape(args.jobs, args.queues, args.clusters, args.seed)
+    shape = BenchShape(args.jobs, args.queues, args.clusters, args.seed, args.node_shapes)
     if args.churn:
         result = run_churn(shape, factory, policy.name, args.finishes)
     else:

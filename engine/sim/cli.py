@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 from rich.console import Console
 from rich.markup import escape
@@ -39,6 +39,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--html", metavar="OUT.html", help="write one self-contained HTML report (charts, tables; "
                                                      "opens from file:// offline); with --compare, one for all")
     p.add_argument("--seed", type=int, default=None, help="override spec.seed")
+    p.add_argument("--placement-mode", choices=("policy", "gate", "bind"), default="policy",
+                   help="gate: Atoll admits, the simulated karmada-scheduler places; bind: Atoll places; "
+                        "policy (default): each policy's spec.placementMode")
     p.add_argument("--serve", action="store_true", help="run at --speed and serve the live dashboard meanwhile "
                                                         "(and after, until Ctrl-C)")
     p.add_argument("--speed", type=float, default=60.0, metavar="X",
@@ -55,13 +58,13 @@ def resolve_policy(path: Optional[str]) -> Path:
 
 
 
-def load_pipeline(path: Path) -> tuple[Pipeline, str]:
-    """Load a policy file into its pipeline and name."""
+def load_pipeline(path: Path) -> tuple[Pipeline, str, str]:
+    """Load a policy file into its pipeline, name and placement mode."""
     policy = load_policy(path)
-    return policy.pipeline, str(policy.name)
+    return policy.pipeline, str(policy.name), str(policy.placement_mode or "gate")
 
 
-PipelineLoader = Callable[[Path], tuple[Pipeline, str]]
+PipelineLoader = Callable[[Path], Union[tuple[Pipeline, str], tuple[Pipeline, str, str]]]
 
 
 def run(args: argparse.Namespace, loader: PipelineLoader = load_pipeline, console: Optional[Console] = None) -> int:
@@ -87,8 +90,9 @@ def run(args: argparse.Namespace, loader: PipelineLoader = load_pipeline, consol
     if getattr(args, "serve", False):
         return _serve(args, scenario, pipelines[0], policies[0], console)
     reports = []
-    for index, (pipeline, name) in enumerate(pipelines):
-        result = _simulate(scenario, pipeline, name, console)
+    for index, loaded in enumerate(pipelines):
+        pipeline, name = loaded[0], loaded[1]
+        result = _simulate(scenario, pipeline, name, console, _mode(args, loaded))
         reports.append(_outputs(args, result, policies[index], index, len(pipelines)))
     if compare:
         console.print(compare_table(reports))
@@ -119,7 +123,15 @@ def _write_html(reports: list[dict[str, Any]], path: str) -> None:
         raise InputError(f"cannot write HTML report: {exc.strerror}", path) from None
 
 
-def _serve(args: argparse.Namespace, scenario: Scenario, loaded: tuple[Pipeline, str], policy: Path,
+def _mode(args: argparse.Namespace, loaded: Any) -> str:
+    """--placement-mode, or the policy's own spec.placementMode (a loader without it: bind)."""
+    mode = getattr(args, "placement_mode", "policy") or "policy"
+    if mode == "policy":
+        mode = loaded[2] if len(loaded) > 2 else "bind"
+    return str(mode)
+
+
+def _serve(args: argparse.Namespace, scenario: Scenario, loaded: Any, policy: Path,
            console: Console) -> int:
     """Run the scenario paced at --speed with the live dashboard (engine/dashboard/simserve.py)."""
     import asyncio
@@ -127,8 +139,8 @@ def _serve(args: argparse.Namespace, scenario: Scenario, loaded: tuple[Pipeline,
     from engine.dashboard.simserve import policy_log, serve_simulation
     from engine.sim.driver import Simulation
 
-    pipeline, name = loaded
-    sim = Simulation(scenario, pipeline, name)
+    pipeline, name = loaded[0], loaded[1]
+    sim = Simulation(scenario, pipeline, name, placement_mode=_mode(args, loaded))
 
     def announce(url: str) -> None:
         console.print(f"dashboard: {url} (simulating {scenario.name} at {args.speed:g}x; Ctrl-C to stop)")
@@ -200,12 +212,12 @@ class _ProgressBar:
         self.bar.stop()
 
 
-def _simulate(scenario: Scenario, pipeline: Pipeline, name: str, console: Console) -> SimResult:
+def _simulate(scenario: Scenario, pipeline: Pipeline, name: str, console: Console, mode: str = "bind") -> SimResult:
     if len(scenario.jobs) < _PROGRESS_MIN_JOBS or not console.is_terminal:
-        return simulate(scenario, pipeline, name)
+        return simulate(scenario, pipeline, name, placement_mode=mode)
     bar = _ProgressBar(scenario, name, console)
     try:
-        return simulate(scenario, pipeline, name, progress=bar)
+        return simulate(scenario, pipeline, name, progress=bar, placement_mode=mode)
     finally:
         bar.stop()
 
@@ -229,7 +241,8 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
     s = report["summary"]
     jobs = s["jobs"]
     table = Table(title=f"atoll simulate: {report['scenario']} with policy {report['policy']} "
-                        f"(members: {report['memberScheduler']}, status every {report['statusPeriod']:g}s)",
+                        f"({report['placementMode']} mode, members: {report['memberScheduler']}, "
+                        f"status every {report['statusPeriod']:g}s)",
                   show_header=False, title_justify="left")
     table.add_column("metric", style="bold")
     table.add_column("value")
@@ -241,6 +254,11 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
     ratio = f" = {s['makespanRatio']:.3f} x lower bound {s['lowerBound']:,.0f}s" if s["makespanRatio"] else ""
     table.add_row("makespan", f"{_fmt(s['makespan'], 's')}{ratio}")
     table.add_row("partial gangs", str(s["partialGangs"]))
+    st = s["stalled"]
+    table.add_row("stalled after admission", f"{st['attempts']} attempts ({st['beyondTwoStatusPeriods']} over two status "
+                                             f"periods), {_fmt(st['seconds'], 's')} in all, max {_fmt(st['maxSeconds'], 's')}"
+                                             + (f"; {st['neverPlaced']} never placed by karmada-scheduler"
+                                                if st["neverPlaced"] else ""))
     table.add_row("attempts", ", ".join(f"{n} {k}" for k, n in s["attempts"]["byOutcome"].items()) or "0")
     table.add_row("wait (submit to start)", f"p50 {_fmt(s['wait']['p50'], 's')}, p95 {_fmt(s['wait']['p95'], 's')}, "
                                             f"max {_fmt(s['wait']['max'], 's')}")

@@ -23,6 +23,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Optional
 
+from engine.core.nodefit import NodeShapes, count_grades, shapes_of
 from engine.model import Cluster, Task
 from engine.resources import PODS, Resources, add_into, fits
 
@@ -84,8 +85,9 @@ class MemberJob:
 
 class Member:
     def __init__(self, name: str, labels: dict[str, str], nodes: list[Resources], mode: str,
-                 rng: random.Random, ready: bool = True) -> None:
+                 rng: random.Random, ready: bool = True, grades: Optional[list[Resources]] = None) -> None:
         self.name = name
+        self.grades = grades             # spec.resourceModels lower edges; None: no models
         self.labels = dict(labels)
         self.mode = mode
         self.ready = ready
@@ -114,7 +116,21 @@ class Member:
             return Cluster(self.name, dict(self.labels), ready=False, allocatable=dict(self.allocatable),
                            status_time=now)
         return Cluster(self.name, dict(self.labels), ready=True, allocatable=dict(self.allocatable),
-                       allocated=dict(self.allocated), allocating=dict(self.allocating), status_time=now)
+                       allocated=dict(self.allocated), allocating=dict(self.allocating), status_time=now,
+                       node_shapes=self.node_shapes())
+
+    def allocatable_modelings(self) -> Optional[list[int]]:
+        """Nodes per grade as Karmada's status controller counts them: per node, allocatable minus its
+        bound pods' requests (pending pods are not on a node; NotReady/cordoned nodes would count too);
+        a pod-full node is skipped (see nodefit.allocatable_modelings on Karmada's ``break``)."""
+        if self.grades is None:
+            return None
+        frees = (free for cap, free in zip(self.capacity, self.free) if PODS not in cap or free.get(PODS, 0) > 0)
+        return count_grades(self.grades, frees)
+
+    def node_shapes(self) -> Optional[NodeShapes]:
+        counts = self.allocatable_modelings()
+        return None if counts is None or self.grades is None else shapes_of(self.grades, counts)
 
     def signature(self) -> tuple[bool, _Shape, _Shape]:
         """Everything a snapshot reports except its time: unchanged means no news for the engine."""

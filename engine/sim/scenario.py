@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from engine._data import data_path
+from engine.core.nodefit import DEFAULT_GRADES
 from engine.errors import InputError
 from engine.model import Job, Queue, Task
-from engine.resources import Resources, add_into, fits, parse_resources, scale
+from engine.resources import Resources, add_into, fits, parse_quantity, parse_resources, scale
 from engine.policy.schema_check import first_error, load_schema_file
 from engine.policy.yaml_source import PathPart, YamlLimits, format_path, line_of, load_yaml, read_source
 
@@ -59,6 +60,7 @@ class ClusterSpec:
     labels: dict[str, str]
     nodes: list[Resources]          # one entry per node (count expanded)
     ready: bool = True
+    grades: Optional[list[Resources]] = None   # resource models: each grade's lower edges, in grade order
 
     @property
     def allocatable(self) -> Resources:
@@ -84,6 +86,7 @@ class JobSpec:
     annotations: dict[str, str] = field(default_factory=dict)
     deadline: Optional[float] = None
     where: str = ""                 # its place in the file, for messages
+    propagation: str = "aggregated"  # karmada-scheduler replica scheduling (gate mode)
 
     @property
     def id(self) -> str:
@@ -182,13 +185,18 @@ def _build(raw: dict[str, Any], source: str, seed_override: Optional[int]) -> Sc
 
     seed = int(spec.get("seed", 0)) if seed_override is None else seed_override
     _check_budget(spec, at)
+    default_grades = parse_models(spec["resourceModels"], at("resourceModels")) if "resourceModels" in spec \
+        else [dict(g) for g in DEFAULT_GRADES]
     clusters: list[ClusterSpec] = []
     for i, c in enumerate(spec["clusters"]):
         nodes: list[Resources] = []
         for j, group in enumerate(c["nodes"]):
             alloc = parse_resources(group["allocatable"], at(f"clusters[{i}].nodes[{j}].allocatable"))
             nodes.extend(dict(alloc) for _ in range(int(group.get("count", 1))))
-        clusters.append(ClusterSpec(c["name"], dict(c.get("labels", {})), nodes, bool(c.get("ready", True))))
+        grades = parse_models(c["resourceModels"], at(f"clusters[{i}].resourceModels")) \
+            if "resourceModels" in c else default_grades
+        clusters.append(ClusterSpec(c["name"], dict(c.get("labels", {})), nodes, bool(c.get("ready", True)),
+                                    grades or None))
     _unique([c.name for c in clusters], at("clusters"), "cluster")
 
     queues: list[Queue] = []
@@ -207,11 +215,12 @@ def _build(raw: dict[str, Any], source: str, seed_override: Optional[int]) -> Sc
         if q.parent is not None and q.parent not in queue_names:
             raise InputError(f"parent queue {q.parent!r} is not declared in spec.queues", at(f"queues[{i}].parent"))
 
+    propagation = spec.get("propagation", "aggregated")
     jobs: list[JobSpec] = []
     for i, j in enumerate(spec.get("jobs", [])):
         where = f"jobs[{i}]"
         jobs.append(_job(j, j["name"], parse_duration(j.get("submitAt", 0), at(f"{where}.submitAt")),
-                         parse_duration(j["duration"], at(f"{where}.duration")), where, at))
+                         parse_duration(j["duration"], at(f"{where}.duration")), where, at, propagation))
     rng = random.Random(seed)
     for i, g in enumerate(spec.get("generators", [])):
         where = f"generators[{i}]"
@@ -229,7 +238,8 @@ def _build(raw: dict[str, Any], source: str, seed_override: Optional[int]) -> Sc
         width = len(str(g["count"] - 1))
         for k in range(int(g["count"])):
             duration = low if high == low else round(rng.uniform(low, high), 3)
-            jobs.append(_job(g, f"{g['namePrefix']}-{k:0{width}d}", start + k * every, duration, where, at))
+            jobs.append(_job(g, f"{g['namePrefix']}-{k:0{width}d}", start + k * every, duration, where, at,
+                             propagation))
     _unique([j.id for j in jobs], at("jobs"), "job")
 
     used = {job.queue for job in jobs}
@@ -284,7 +294,50 @@ def _positive(value: object, where: str) -> float:
     return seconds
 
 
-def _job(raw: dict[str, Any], name: str, submit_at: float, duration: float, where: str, at: Any) -> JobSpec:
+def parse_models(raw: list[dict[str, Any]], where: str) -> list[Resources]:
+    """Karmada ``spec.resourceModels`` -> each grade's lower edges (``min``), in grade order, checked as
+    Karmada's ``ValidateClusterResourceModels`` does (distinct grades, the same resources in every
+    grade, ``max > min``, contiguous ranges) and normalised as its mutation does (first ``min`` 0,
+    last ``max`` open). ``[]`` -> ``[]``: no models."""
+    ordered = sorted(enumerate(raw), key=lambda item: item[1]["grade"])
+    grades: list[Resources] = []
+    names: Optional[list[str]] = None
+    seen: set[int] = set()
+    previous_max: dict[str, int] = {}
+    for position, (i, model) in enumerate(ordered):
+        here = f"{where}[{i}]"
+        if model["grade"] in seen:
+            raise InputError(f"grade {model['grade']} is declared twice", f"{here}.grade")
+        seen.add(model["grade"])
+        mins: Resources = {}
+        for k, r in enumerate(model["ranges"]):
+            name = r["name"]
+            if name in mins:
+                raise InputError(f"resource {name!r} has two ranges in one grade", f"{here}.ranges[{k}].name")
+            low = 0 if position == 0 else parse_quantity(r["min"], name, f"{here}.ranges[{k}].min")
+            mins[name] = low
+            if position and name in previous_max and previous_max[name] != low:
+                raise InputError(f"{name}: ranges must be contiguous (this grade's min is not the previous "
+                                 f"grade's max)", f"{here}.ranges[{k}].min")
+            if "max" in r:
+                high = parse_quantity(r["max"], name, f"{here}.ranges[{k}].max")
+                if high <= parse_quantity(r["min"], name, f"{here}.ranges[{k}].min"):
+                    raise InputError(f"{name}: max must be greater than min", f"{here}.ranges[{k}].max")
+                previous_max[name] = high
+            else:
+                previous_max.pop(name, None)
+        if names is None:
+            names = sorted(mins)
+        elif sorted(mins) != names:
+            raise InputError(f"every grade must list the same resources ({', '.join(names)})", f"{here}.ranges")
+        if grades and any(mins[n] <= grades[-1][n] for n in mins):
+            raise InputError("each grade's min must be above the previous grade's", f"{here}.ranges")
+        grades.append(mins)
+    return grades
+
+
+def _job(raw: dict[str, Any], name: str, submit_at: float, duration: float, where: str, at: Any,
+         propagation: str = "aggregated") -> JobSpec:
     tasks: list[Task] = []
     for k, t in enumerate(raw["tasks"]):
         replicas = int(t["replicas"])
@@ -299,7 +352,8 @@ def _job(raw: dict[str, Any], name: str, submit_at: float, duration: float, wher
     return JobSpec(name=name, queue=raw.get("queue", "default"), submit_at=submit_at, duration=duration, tasks=tasks,
                    namespace=raw.get("namespace", "default"), priority=int(raw.get("priority", 0)),
                    priority_class=raw.get("priorityClassName", ""), labels=dict(raw.get("labels", {})),
-                   annotations=dict(raw.get("annotations", {})), deadline=deadline, where=where)
+                   annotations=dict(raw.get("annotations", {})), deadline=deadline, where=where,
+                   propagation=raw.get("propagation", propagation))
 
 
 def _unique(names: list[str], where: str, what: str) -> None:
