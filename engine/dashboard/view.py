@@ -215,6 +215,13 @@ def clusters_view(source: Source) -> dict[str, Any]:
     return out
 
 
+def refused_diff(running: str, refused: str) -> str:
+    """A unified diff from the running policy to the refused edit: what the edit changed."""
+    import difflib
+    return "".join(difflib.unified_diff(running.splitlines(keepends=True), refused.splitlines(keepends=True),
+                                        "running", "refused edit", n=2))
+
+
 def policy_view(source: Source) -> dict[str, Any]:
     engine = source.engine()
     p = source.policy
@@ -224,5 +231,6 @@ def policy_view(source: Source) -> dict[str, Any]:
                    "generation": p.generation, "loadedAt": p.loaded_at,
                    "pipeline": engine.pipeline.describe() if engine is not None else {}},
         "refused": {"text": p.refused_text, "error": p.refused_error, "at": p.refused_at,
-                    "count": p.refused_count} if p.refused_at is not None else None,
+                    "count": p.refused_count, "diff": refused_diff(p.text, p.refused_text)}
+        if p.refused_at is not None else None,
     }
