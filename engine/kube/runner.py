@@ -19,7 +19,7 @@ from typing import Any, Optional
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from engine.dashboard.source import PolicyLog
+from engine.dashboard.source import AdmissionLog, PolicyLog
 from engine.errors import InputError
 from engine.kube import metrics, plan, policy_source
 from engine.kube.cache import WatchCache
@@ -64,6 +64,7 @@ class Runner:
         self.synced = False          # every watch cache has listed once: the engine's view is complete
         self.policy_log = PolicyLog()  # running policy text and last refused edit, for the dashboard
         self.dashboard_version = 0     # bumped by steps that wrote something: the dashboard's live updates
+        self.admissions = AdmissionLog()  # each job's admissions, for the dashboard's job timeline
 
     # -- entry --------------------------------------------------------------------------------------
     async def main(self) -> int:
@@ -273,6 +274,9 @@ class Runner:
     def _admitted(self, key: str, queue: str, now: float) -> None:
         metrics.ADMISSIONS.labels(queue).inc()
         assert self.controller is not None
+        job = self.controller.engine.state.jobs.get(key)
+        if job is not None and job.placement:
+            self.admissions.admitted(key, job.placement, now)
         obj = self.controller.bindings.get(key)
         paused = plan.parse_stamp(((obj or {}).get("metadata") or {}).get("annotations", {}).get(
             "atoll.dev/paused-by-webhook"))
