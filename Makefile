@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo setup test test-all typecheck unit e2e-build e2e clean browser-deps
+.PHONY: demo setup test test-all typecheck unit e2e-build e2e clean image image-constraints browser-deps
 
 demo: setup                      ## set up, then simulate the default fleet with the default policy
 	$(BIN)/atoll simulate scenarios/kubecon-1000.yaml
@@ -49,6 +49,17 @@ e2e-build: setup                  ## build/cache Karmada, Kubernetes, kwok, etcd
 e2e: e2e-build                    ## e2e suite: starts a fleet (or reuses a healthy one), stops what it started
 	$(BIN)/mypy e2e
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q e2e
+
+# The chart's image (charts/atoll/Dockerfile: the wheel + pinned dependencies, non-root). Needs docker or
+# podman (not available in CI); IMAGE names the result.
+IMAGE ?= atoll:dev
+CONTAINER_TOOL ?= $(shell command -v docker || command -v podman)
+image:                            ## build the container image from the wheel (docker/podman)
+	@test -n "$(CONTAINER_TOOL)" || { echo "make image: needs docker or podman"; exit 1; }
+	$(CONTAINER_TOOL) build -f charts/atoll/Dockerfile -t $(IMAGE) .
+
+image-constraints: setup          ## re-pin the image's dependencies (charts/atoll/constraints.txt) to the tested venv
+	charts/atoll/lock-deps.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache

@@ -98,6 +98,13 @@ class Job:
             add_into(total, task.min_demand)
         return total
 
+    @cached_property
+    def shape(self) -> tuple[tuple[str, int, int, tuple[tuple[str, int], ...]], ...]:
+        """Every task as (name, replicas, minAvailable, per-replica resources in their order): a hashable image of
+        everything ``tasks``, ``demand`` and ``min_demand`` say, for plugins' ``verdict_key``. Cached like
+        ``demand``: a changed job is a new Job object."""
+        return tuple((t.name, t.replicas, t.min_available, tuple(t.resources.items())) for t in self.tasks)
+
     def placed_demand(self, cluster: str) -> Resources:
         """Resources this job's placement puts on ``cluster``."""
         out: Resources = {}

@@ -15,16 +15,20 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import import_module
 from pathlib import Path
-from typing import Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Hashable, Optional
 
 import pluggy
 
+from engine._data import data_path
 from engine.errors import InputError
 from engine.hookspecs import PROJECT, STAGES, DiscoverySpecs, StageSpecs
 
+if TYPE_CHECKING:
+    from engine.model import Job
+
 ENTRY_POINT_GROUP = "atoll.plugins"
 BUILTIN_MODULE = "plugins"
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+SCHEMA_DIR = data_path("schemas")
 PLUGIN_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")      # the pattern of schemas/policy.schema.json
 
 
@@ -32,7 +36,7 @@ class Plugin:
     """Base of every Atoll plugin. Subclasses set ``name``, ``stages`` and ``config_schema``.
 
     The engine builds one instance per loaded policy, with the plugin's validated config
-    (``{}`` when the policy gives none), ``cel``, an ``engine.cel.CelCompiler`` for
+    (``{}`` when the policy gives none), ``cel``, an ``engine.policy.cel.CelCompiler`` for
     compiling the config's CEL expressions at load time (errors there reject the policy),
     and ``where``, the config's place for messages (``policy.yaml: spec.plugins.drf``).
     """
@@ -56,6 +60,17 @@ class Plugin:
         split replicas over clusters where the minimum does not fit must keep seeing them all."""
         return False
 
+    def verdict_key(self, job: "Job") -> Optional[Hashable]:
+        """Everything of ``job`` that this plugin's admit, place (and preempt) verdicts read besides
+        FleetState and the plugin's own config, as a hashable value computed once per job version.
+        Two jobs with equal keys, examined in the same FleetState, must get the same verdict, the same
+        refusal text and the same placement: the engine then examines a key once per state and hands
+        its refusal to every other job of the same queue and key without calling the pipeline (see
+        ``engine.core.backlog``). None (the default) means undeclared: every job of a policy listing
+        this plugin in admit or place is examined on its own, exactly as before. Typical keys:
+        ``job.queue``, ``job.shape`` (tasks and their resources), the labels the plugin reads."""
+        return None
+
     @classmethod
     def schema(cls) -> dict[str, Any]:
         """The config schema: ``schemas/plugins/<name>.schema.json`` for built-ins, else the class attribute."""
@@ -70,7 +85,7 @@ class Plugin:
 
 @lru_cache(maxsize=None)
 def _schema_file(path: Path) -> dict[str, Any]:
-    """Read once: the same dict object each time lets engine.schema_check reuse its validator."""
+    """Read once: the same dict object each time lets engine.policy.schema_check reuse its validator."""
     loaded: dict[str, Any] = json.loads(path.read_text())
     return loaded
 

@@ -5,9 +5,9 @@ values, which at 100k jobs is most of a minute. The expression usually reads a c
 fields (``job.priority``, ``job.labels``), so a result is cached under the values of
 exactly the ``job.<field>`` it reads: every job with the same priority and labels shares
 one evaluation, and only those fields are converted. An expression that uses ``job``
-other than as ``job.<field>`` (or a field ``engine.cel_vars`` does not define) falls back
+other than as ``job.<field>`` (or a field ``engine.policy.cel_vars`` does not define) falls back
 to one evaluation per job version, keyed on (id, generation, attempts, queue).
-``engine.cel_vars.job_vars`` stays the one definition of the fields' values.
+``engine.policy.cel_vars.job_vars`` stays the one definition of the fields' values.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Hashable, Optional
 
-from engine.cel import CelExpression, CelRuntimeError, to_cel
-from engine.cel_vars import VARIABLES, CelCache, job_vars
+from engine.policy.cel import CelExpression, CelRuntimeError, to_cel
+from engine.policy.cel_vars import VARIABLES, CelCache, job_vars
 from engine.model import Job
 from engine.resources import GPU
 
@@ -39,7 +39,7 @@ FIELDS: dict[str, Callable[[Job], Any]] = {
     "tasks": lambda j: [{"name": t.name, "replicas": t.replicas, "minAvailable": t.min_available,
                          "resources": dict(t.resources)} for t in j.tasks],
 }
-"""One field of ``engine.cel_vars.job_vars`` each, so an expression pays only for what it reads
+"""One field of ``engine.policy.cel_vars.job_vars`` each, so an expression pays only for what it reads
 (a test keeps them equal to ``job_vars``)."""
 
 _STRING = re.compile(r"'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"")

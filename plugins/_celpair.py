@@ -19,8 +19,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Callable, Hashable, Optional
 
-from engine.cel import CelExpression, CelRuntimeError, to_cel
-from engine.cel_vars import CelCache, cluster_vars, job_vars
+from engine.policy.cel import CelExpression, CelRuntimeError, to_cel
+from engine.policy.cel_vars import CelCache, cluster_vars, job_vars
 from engine.core.state import FleetState
 from engine.model import Cluster, Job
 from plugins._celjob import FIELDS, freeze, referenced_fields

@@ -14,7 +14,7 @@ over the candidate clusters.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Hashable, Optional, Union
 
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
@@ -42,6 +42,9 @@ class Gang(Plugin):
 
     def judges_fitting_clusters_only(self) -> bool:
         return not self.allow_split      # one cluster holding the minimum; a split gang also uses smaller ones
+
+    def verdict_key(self, job: Job) -> Optional[Hashable]:
+        return job.shape                  # tasks, minimum and demand; nothing of the queue
 
     # -- admit ------------------------------------------------------------------------------
     @hookimpl

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Optional
 
-from engine.cel import CelCompiler
-from engine.cel_vars import CelCache
+from engine.policy.cel import CelCompiler
+from engine.policy.cel_vars import CelCache
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
 from engine.model import Job, Refusal

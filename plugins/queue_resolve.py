@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Optional
 
-from engine.cel import CelCompiler
+from engine.policy.cel import CelCompiler
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
 from engine.model import Job, Refusal

@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from engine.cel import CelCompiler, CelRuntimeError, from_cel, to_cel
-from engine.cel_vars import VARIABLES, CelCache, cluster_vars, job_vars, queue_vars
+from engine.policy.cel import CelCompiler, CelRuntimeError, from_cel, to_cel
+from engine.policy.cel_vars import VARIABLES, CelCache, cluster_vars, job_vars, queue_vars
 from engine.errors import InputError
 from engine.model import Cluster, Job, Queue, Task
 from engine.resources import parse_resources

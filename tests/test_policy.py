@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import pytest
 
-from engine.cel_vars import CelCache, job_vars
+from engine.policy.cel_vars import CelCache, job_vars
 from engine.core.scheduler import Engine
 from engine.errors import InputError
 from engine.hookspecs import hookimpl
@@ -324,7 +324,7 @@ def test_plugin_input_error_without_the_file_gets_it() -> None:
 
 
 def test_validators_are_built_once_per_schema() -> None:
-    from engine import schema_check
+    from engine.policy import schema_check
 
     load(GOOD)
     before = dict(schema_check._VALIDATORS)

@@ -1,16 +1,16 @@
-"""docs/policy.md's generated tables match the schema and engine.cel_vars (regenerate: python -m engine.policy_docs)."""
+"""docs/policy.md's generated tables match the schema and engine.policy.cel_vars (regenerate: python -m engine.policy.docs)."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.cel_vars import VARIABLES
-from engine.policy_docs import DOC, _marker, generated, render
+from engine.policy.cel_vars import VARIABLES
+from engine.policy.docs import DOC, _marker, generated, render
 
 
 def test_policy_doc_is_in_sync() -> None:
     text = DOC.read_text()
-    assert render(text) == text, "docs/policy.md is stale: run `python -m engine.policy_docs`"
+    assert render(text) == text, "docs/policy.md is stale: run `python -m engine.policy.docs`"
 
 
 def test_every_cel_variable_field_is_documented() -> None:

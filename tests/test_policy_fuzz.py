@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.cel import CelCompiler
+from engine.policy.cel import CelCompiler
 from engine.errors import InputError
 from engine.policy import load_policy_text
 from tests.test_policy import CATALOG, GOOD

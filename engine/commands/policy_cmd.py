@@ -9,6 +9,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING, Any
 
+from engine._data import shipped
 from engine.errors import AtollError
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def _expand(paths: list[str]) -> list[str]:
         if p.is_dir():
             out.extend(str(f) for f in sorted([*p.glob("*.yaml"), *p.glob("*.yml")]))
         else:
-            out.append(path)
+            out.append(str(shipped(path, "policies")))
     return out
 
 

@@ -19,6 +19,7 @@ from typing import Any, Optional
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from engine._data import data_path
 from engine.dashboard.source import AdmissionLog, PolicyLog
 from engine.errors import InputError
 from engine.kube import metrics, plan, policy_source
@@ -189,7 +190,7 @@ class Runner:
             self._log_loaded(text, self.opts.policy_file)
             metrics.POLICY_GENERATION.inc()
         else:
-            default = Path(__file__).resolve().parents[2] / "policies" / "default.yaml"
+            default = data_path("policies", "default.yaml")
             if not default.exists():
                 raise InputError("no policy given: use --policy-configmap NS/NAME or --policy FILE", "atoll run")
             self.policy = policy_source.load(default.read_text(), str(default))

@@ -11,7 +11,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from engine._data import shipped
 from engine.errors import InputError
+from engine.policy import load_policy
 from engine.pipeline import Pipeline
 from engine.sim.compare import column_names, compare_rows
 from engine.sim.driver import SimResult, simulate
@@ -46,23 +48,13 @@ def register(subparsers: Any) -> None:
 
 
 def resolve_policy(path: Optional[str]) -> Path:
-    """The policy file; the default is looked up next to the installed package if not in the cwd."""
-    candidate = Path(path or DEFAULT_POLICY)
-    if path is None and not candidate.exists():
-        packaged = Path(__file__).resolve().parents[2] / DEFAULT_POLICY
-        if packaged.exists():
-            return packaged
-    return candidate
+    """The policy file; the default, or a shipped policy's name, is found in the package if not in the cwd."""
+    return shipped(path or DEFAULT_POLICY, "policies")
+
 
 
 def load_pipeline(path: Path) -> tuple[Pipeline, str]:
-    """Load a policy with engine.policy (imported lazily: the simulator ships before/without it)."""
-    try:
-        from engine.policy import load_policy
-    except ModuleNotFoundError as exc:
-        if exc.name == "engine.policy":
-            raise InputError("cannot load policies: engine/policy.py is not part of this build", str(path)) from None
-        raise
+    """Load a policy file into its pipeline and name."""
     policy = load_policy(path)
     return policy.pipeline, str(policy.name)
 
@@ -86,7 +78,7 @@ def run(args: argparse.Namespace, loader: PipelineLoader = load_pipeline, consol
         raise InputError("--serve runs one policy: use --policy, not --compare", "atoll simulate")
     if getattr(args, "serve", False) and not args.speed > 0:
         raise InputError(f"--speed must be > 0, got {args.speed:g}", "atoll simulate --speed")
-    scenario = load_scenario(scenario_path, seed=args.seed)
+    scenario = load_scenario(shipped(scenario_path, "scenarios"), seed=args.seed)
     policies = [resolve_policy(p) for p in compare] if compare else [resolve_policy(args.policy)]
     pipelines = [loader(p) for p in policies]          # load (and validate) every policy before running any
     if getattr(args, "serve", False):

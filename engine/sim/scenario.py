@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from engine._data import data_path
 from engine.errors import InputError
 from engine.model import Job, Queue, Task
 from engine.resources import Resources, add_into, fits, parse_resources, scale
-from engine.schema_check import first_error, load_schema_file
-from engine.yaml_source import PathPart, format_path, line_of, load_yaml, read_source
+from engine.policy.schema_check import first_error, load_schema_file
+from engine.policy.yaml_source import PathPart, format_path, line_of, load_yaml, read_source
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent.parent / "schemas" / "scenario.schema.json"
+SCHEMA_PATH = data_path("schemas", "scenario.schema.json")
 MEMBER_SCHEDULERS = ("volcano", "kube-default")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}

@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.cel import CelCompiler
+from engine.policy.cel import CelCompiler
 from engine.core.scheduler import Engine
 from engine.core.state import FleetState
 from engine.model import Cluster, Job, Queue, Task

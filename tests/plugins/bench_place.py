@@ -14,7 +14,7 @@ import sys
 from typing import Callable
 
 from engine.bench import BenchShape, run_bench
-from engine.cel import CelCompiler
+from engine.policy.cel import CelCompiler
 from engine.pipeline import Pipeline
 from plugins.binpack import Binpack
 from plugins.cluster_cel import ClusterFilter

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.cel import CelCompiler
+from engine.policy.cel import CelCompiler
 from engine.core.state import FleetState
 from engine.errors import InputError
 from engine.model import Cluster, Job
@@ -138,7 +138,7 @@ def test_a_cluster_removed_and_added_again_is_evaluated_again() -> None:
 
 
 def test_job_key_getters_cover_every_cel_job_field_with_the_same_values() -> None:
-    from engine.cel_vars import VARIABLES, job_vars
+    from engine.policy.cel_vars import VARIABLES, job_vars
     from plugins._celpair import _JOB_FIELDS
 
     assert set(_JOB_FIELDS) == set(VARIABLES["job"])

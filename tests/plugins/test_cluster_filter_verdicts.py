@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.cel import CelCompiler
+from engine.policy.cel import CelCompiler
 from engine.core.state import FleetState
 from engine.model import Cluster, Job
 from plugins.cluster_cel import ClusterFilter

@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.cel import CelCompiler
+from engine.policy.cel import CelCompiler
 from engine.core.scheduler import Engine
 from engine.model import Cluster, Failure, FailureKind, Job, JobState, Queue, Task
 from engine.pipeline import Pipeline

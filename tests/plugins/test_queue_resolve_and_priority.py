@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.cel import CelCompiler
+from engine.policy.cel import CelCompiler
 from engine.errors import InputError
 from engine.model import JobState
 from plugins.fifo import Fifo
@@ -185,7 +185,7 @@ def test_referenced_fields_and_per_job_fallback_for_bare_job() -> None:
 
 
 def test_celjob_field_getters_equal_job_vars() -> None:
-    from engine.cel_vars import VARIABLES, job_vars
+    from engine.policy.cel_vars import VARIABLES, job_vars
     from engine.model import Job, Task
     from plugins._celjob import FIELDS
 

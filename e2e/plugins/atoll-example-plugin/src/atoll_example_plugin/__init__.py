@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from engine.cel import CelRuntimeError
-from engine.cel_vars import CelCache, job_vars
+from engine.policy.cel import CelRuntimeError
+from engine.policy.cel_vars import CelCache, job_vars
 from engine.hookspecs import hookimpl
 from engine.model import Failure, Job, Recovery
 from engine.plugin import Plugin

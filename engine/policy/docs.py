@@ -1,8 +1,8 @@
 """Generated sections of docs/policy.md: the policy fields (schemas/policy.schema.json), the built-in
-plugins with their config fields (their schemas) and the CEL variables (engine.cel_vars.VARIABLES),
+plugins with their config fields (their schemas) and the CEL variables (engine.policy.cel_vars.VARIABLES),
 so the reference cannot drift from the code.
 
-``python -m engine.policy_docs`` rewrites the sections in place; tests/test_policy_docs.py fails
+``python -m engine.policy.docs`` rewrites the sections in place; tests/test_policy_docs.py fails
 when the committed doc is stale.
 """
 
@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-from engine.cel_vars import VARIABLES
+from engine.policy.cel_vars import VARIABLES
 from engine.plugin import discover
 from engine.policy import POLICY_SCHEMA_PATH
-from engine.schema_check import load_schema_file
+from engine.policy.schema_check import load_schema_file
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "policy.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "policy.md"     # the source tree (a docs tool)
 SECTIONS = ("policy-fields", "builtin-plugins", "cel-variables")
 
 

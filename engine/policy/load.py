@@ -18,13 +18,13 @@ from typing import Any, Optional, Sequence
 
 import pluggy
 
-from engine.cel import CelCompiler
+from engine.policy.cel import CelCompiler
 from engine.errors import InputError
 from engine.hookspecs import STAGES
 from engine.pipeline import Pipeline
 from engine.plugin import SCHEMA_DIR, Plugin, PluginCatalog, discover
-from engine.schema_check import BadSchema, first_error, load_schema_file, with_defaults
-from engine.yaml_source import PathPart, format_path, line_of, load_yaml, read_source
+from engine.policy.schema_check import BadSchema, first_error, load_schema_file, with_defaults
+from engine.policy.yaml_source import PathPart, format_path, line_of, load_yaml, read_source
 
 POLICY_SCHEMA_PATH = SCHEMA_DIR / "policy.schema.json"
 API_VERSION = "atoll.dev/v1alpha1"

@@ -16,7 +16,7 @@ from typing import Any, Optional
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError, best_match
 
-from engine.yaml_source import PathPart
+from engine.policy.yaml_source import PathPart
 
 _VALIDATORS: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
 

@@ -1,7 +1,7 @@
 """CEL for the tunable parts of a policy: compiled once at load, checked against samples, cheap to call.
 
 A policy's CEL expression sees plain data built from the engine's model (see
-``engine.cel_vars`` for every variable and field). ``CelCompiler.compile`` parses
+``engine.policy.cel_vars`` for every variable and field). ``CelCompiler.compile`` parses
 the text, then *dry-evaluates* it against sample objects so that a misspelt field
 (``job.prority``) or a wrong result type fails when the policy is loaded, with the
 file, the YAML path and the column, rather than at 3 a.m. on a real job.
@@ -100,10 +100,10 @@ class CelCompiler:
                 samples: Optional[Sequence[Mapping[str, Any]]] = None) -> CelExpression:
         """Parse ``text`` and dry-run it against sample activations of ``variables``.
 
-        ``variables`` are names from ``engine.cel_vars.VARIABLES``; ``result`` one of
+        ``variables`` are names from ``engine.policy.cel_vars.VARIABLES``; ``result`` one of
         RESULT_TYPES. Raises InputError naming ``where`` and the column of a syntax error,
         an unknown variable or field, or a result of the wrong type."""
-        from engine.cel_vars import VARIABLES, sample_activations
+        from engine.policy.cel_vars import VARIABLES, sample_activations
 
         if result not in RESULT_TYPES:
             raise ValueError(f"unknown CEL result type {result!r}")
@@ -242,7 +242,7 @@ def _field_hint(message: str, variables: Sequence[str], text: str) -> str:
     """For a misspelt field: where it is and the closest real one (``at column 5; did you mean 'priority'?``)."""
     import difflib
 
-    from engine.cel_vars import VARIABLES
+    from engine.policy.cel_vars import VARIABLES
 
     match = _NO_MEMBER.search(message)
     if not match:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Hashable, Sequence, Ty
 
 from celpy import celtypes
 
-from engine.cel import to_cel
+from engine.policy.cel import to_cel
 from engine.model import Cluster, Job, Queue
 from engine.resources import GPU
 
