@@ -66,3 +66,28 @@ def targets(tree: QueueTree, active: Iterable[str]) -> dict[str, float]:
     for name in sorted(nodes):
         target(name)
     return out
+
+
+def tree_order(tree: QueueTree, names: Iterable[str]) -> list[str]:
+    """``names`` depth-first by name, children under their parent; names not in the tree last, by name.
+    Stable between calls, so tables (and the dashboard's rows) never jump."""
+    wanted = set(names)
+    known = sorted(n for n in wanted if n in tree)
+    children: dict[Optional[str], list[str]] = {}
+    for name in known:
+        parent = _parent(tree, name)
+        children.setdefault(parent if parent in wanted else None, []).append(name)
+    order: list[str] = []
+    seen: set[str] = set()
+
+    def walk(name: str) -> None:
+        if name not in seen:
+            seen.add(name)
+            order.append(name)
+            for child in children.get(name, []):
+                walk(child)
+
+    for root in children.get(None, []):
+        walk(root)
+    order += [n for n in known if n not in seen]          # cycles in bad input
+    return order + sorted(n for n in wanted if n not in tree)

@@ -86,5 +86,8 @@ def test_dashboard_shows_a_paused_jobs_reason_then_its_placement(fleet: FleetHan
                 show=lambda: (job_row(base, name), ctl.log_tail()))
     assert row["clusters"] == [m1] and row["placement"].startswith(f"{m1}:"), row
     assert row["admittedAt"] is not None and row["reason"] == ""
+    detail, _ = get(f"{base}/api/jobs/{row['id']}")
+    events = [e["event"] for e in detail["timeline"]]
+    assert events[0] == "submitted" and "attempt 1 admitted" in events, detail["timeline"]
     clusters, _ = get(f"{base}/api/clusters")
     assert {c["name"] for c in clusters["clusters"]} >= {m1, m2}

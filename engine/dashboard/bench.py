@@ -14,14 +14,14 @@ import json
 import os
 import statistics
 import time
-from pathlib import Path
 
+from engine._data import data_path
 from engine.core.scheduler import Engine
 from engine.dashboard.source import PolicyLog, Source
 from engine.model import Cluster, Job, Queue, Task
 from engine.resources import parse_resources
 
-POLICY = Path(__file__).resolve().parents[2] / "policies" / "default.yaml"
+POLICY = data_path("policies", "default.yaml")
 PAGES = ("/jobs?state=pending", "/api/jobs?state=pending", "/queues", "/clusters", "/jobs/default/job-00042")
 
 

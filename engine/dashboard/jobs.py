@@ -225,6 +225,8 @@ def job_view(source: Source, job_id: str) -> Optional[dict[str, Any]]:
         if job.admitted_at is not None:
             timeline.append({"time": job.admitted_at, "event": f"attempt {job.attempts} admitted",
                              "detail": placement_text(job)})
+    if job.pending_reason and history is not None and not history.reasons:
+        timeline.append({"time": None, "event": "waiting", "detail": job.pending_reason})
     timeline.sort(key=lambda e: (e["time"] is None, e["time"] or 0.0))
     return {
         "header": header(source), "job": row, "timeline": timeline,

@@ -103,6 +103,22 @@ class Source:
         return self.kind == "controller"
 
 
+class AdmissionLog:
+    """The controller's admissions per job (the engine keeps only the latest placement), for the Job page's
+    timeline. O(1) per admission; bounded: past ``limit`` jobs the oldest job's entries are dropped."""
+
+    def __init__(self, limit: int = 50_000) -> None:
+        self.limit = limit
+        self.jobs: dict[str, list[Attempt]] = {}
+
+    def admitted(self, job_id: str, placement: dict[str, dict[str, int]], at: float) -> None:
+        attempts = self.jobs.pop(job_id, [])
+        attempts.append(Attempt(at, {c: dict(p) for c, p in placement.items()}))
+        self.jobs[job_id] = attempts                  # re-inserted: most recently admitted last
+        if len(self.jobs) > self.limit:
+            del self.jobs[next(iter(self.jobs))]
+
+
 class ControllerSource(Source):
     """``atoll run``'s view: the leader's engine (None on a standby) and the runner's policy log.
 
@@ -121,6 +137,11 @@ class ControllerSource(Source):
 
     def version(self) -> int:
         return int(getattr(self.runner, "dashboard_version", 0))
+
+    def history(self, job_id: str) -> Optional[History]:
+        log = getattr(self.runner, "admissions", None)
+        attempts = log.jobs.get(job_id) if isinstance(log, AdmissionLog) else None
+        return History(list(attempts)) if attempts else None
 
     def info(self) -> dict[str, Any]:
         return {"kind": self.kind, "identity": getattr(self.runner, "identity", ""),

@@ -110,7 +110,8 @@ def queues_view(source: Source, history: Optional[list[tuple[float, dict[str, fl
     queue_names = set(state.queues) | set(counts)
     depth = {name: len(state.ancestors(name)) if name in state.queues else 0 for name in queue_names}
     rows = []
-    for name in _tree_order(engine, queue_names):
+    tree = {q.name: (q.parent, q.weight) for q in state.queues.values()}
+    for name in fairshare.tree_order(tree, queue_names):
         q = state.queues.get(name)
         c = counts.get(name, empty)
         allocated: Resources = dict(q.allocated) if q is not None else {}
@@ -143,32 +144,6 @@ def queues_view(source: Source, history: Optional[list[tuple[float, dict[str, fl
     out["fleet"] = quantities(total, names)
     out["history"] = [{"time": t, "shares": shares} for t, shares in (history or [])]
     return out
-
-
-def _tree_order(engine: Engine, names: Iterable[str]) -> list[str]:
-    """Queues depth-first by name (children under their parent); unknown queues (jobs naming a queue
-    that does not exist) last. Stable: rows never jump between refreshes."""
-    state = engine.state
-    known = sorted(n for n in names if n in state.queues)
-    children: dict[Optional[str], list[str]] = {}
-    for name in known:
-        parent = state.queues[name].parent
-        children.setdefault(parent if parent in state.queues else None, []).append(name)
-    order: list[str] = []
-    seen: set[str] = set()
-
-    def walk(name: str) -> None:
-        if name in seen:
-            return
-        seen.add(name)
-        order.append(name)
-        for child in children.get(name, []):
-            walk(child)
-
-    for root in children.get(None, []):
-        walk(root)
-    order += [n for n in known if n not in seen]          # cycles in bad input
-    return order + sorted(n for n in names if n not in state.queues)
 
 
 def clusters_view(source: Source) -> dict[str, Any]:
@@ -215,6 +190,13 @@ def clusters_view(source: Source) -> dict[str, Any]:
     return out
 
 
+def refused_diff(running: str, refused: str) -> str:
+    """A unified diff from the running policy to the refused edit: what the edit changed."""
+    import difflib
+    return "".join(difflib.unified_diff(running.splitlines(keepends=True), refused.splitlines(keepends=True),
+                                        "running", "refused edit", n=2))
+
+
 def policy_view(source: Source) -> dict[str, Any]:
     engine = source.engine()
     p = source.policy
@@ -224,5 +206,6 @@ def policy_view(source: Source) -> dict[str, Any]:
                    "generation": p.generation, "loadedAt": p.loaded_at,
                    "pipeline": engine.pipeline.describe() if engine is not None else {}},
         "refused": {"text": p.refused_text, "error": p.refused_error, "at": p.refused_at,
-                    "count": p.refused_count} if p.refused_at is not None else None,
+                    "count": p.refused_count, "diff": refused_diff(p.text, p.refused_text)}
+        if p.refused_at is not None else None,
     }

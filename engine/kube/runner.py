@@ -20,7 +20,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from engine._data import data_path
-from engine.dashboard.source import PolicyLog
+from engine.dashboard.source import AdmissionLog, PolicyLog
 from engine.errors import AtollError, InputError, UsageError
 from engine.kube import access, metrics, plan, policy_source
 from engine.kube.cache import WatchCache
@@ -69,6 +69,7 @@ class Runner:
         self.dashboard_version = 0     # bumped by steps that wrote something: the dashboard's live updates
         self.policy_deleted = False  # the policy ConfigMap is gone (the running policy stays)
         self.early_events: list[Event] = []     # PolicyRejected before the controller exists
+        self.admissions = AdmissionLog()  # each job's admissions, for the dashboard's job timeline
 
     # -- entry --------------------------------------------------------------------------------------
     async def main(self) -> int:
@@ -349,6 +350,9 @@ class Runner:
     def _admitted(self, key: str, queue: str, now: float) -> None:
         metrics.ADMISSIONS.labels(queue).inc()
         assert self.controller is not None
+        job = self.controller.engine.state.jobs.get(key)
+        if job is not None and job.placement:
+            self.admissions.admitted(key, job.placement, now)
         obj = self.controller.bindings.get(key)
         paused = plan.parse_stamp(((obj or {}).get("metadata") or {}).get("annotations", {}).get(
             "atoll.dev/paused-by-webhook"))

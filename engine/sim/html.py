@@ -62,4 +62,6 @@ def render(reports: list[dict[str, Any]]) -> str:
 
 
 def write_html(reports: list[dict[str, Any]], path: str | Path) -> None:
-    Path(path).write_text(render(reports), encoding="utf-8")
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(reports), encoding="utf-8")

@@ -169,7 +169,7 @@ def queue_shares(result: SimResult) -> dict[str, Any]:
     with_jobs = sorted({j.spec.queue for j in result.jobs.values()})
     tree = {q.name: (q.parent, q.weight) for q in result.scenario.queues}
     target = fairshare.targets(tree, [q for q in with_jobs if q in tree])
-    shown = sorted(set(with_jobs) | set(target))
+    shown = fairshare.tree_order(tree, set(with_jobs) | set(target))
     saturated = [s for s in result.timeline if all(s.queue_backlog.get(q, 0) > 0 for q in with_jobs)]
     sat_mean = {q: (sum(s.queue_share.get(q, 0.0) for s in saturated) / len(saturated)) if saturated else None
                 for q in shown}

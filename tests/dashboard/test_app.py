@@ -139,3 +139,15 @@ def test_vendored_chart_library_matches_its_recorded_checksums() -> None:
 @pytest.mark.parametrize("seconds,text", [(None, "-"), (5, "5s"), (75, "1m 15s"), (7320, "2h 02m")])
 def test_durations(seconds: float | None, text: str) -> None:
     assert dashboard.duration(seconds) == text
+
+
+def test_every_template_and_static_file_ships_as_package_data() -> None:
+    import fnmatch
+    import tomllib
+
+    root = STATIC.parent
+    globs = tomllib.loads((root.parents[1] / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
+        "engine.dashboard"]
+    files = [p.relative_to(root).as_posix() for d in ("templates", "static") for p in (root / d).rglob("*")
+             if p.is_file()]
+    assert files and all(any(fnmatch.fnmatch(f, g) for g in globs) for f in files), files

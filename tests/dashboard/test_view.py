@@ -104,9 +104,13 @@ def test_policy_view_shows_the_running_text_and_the_last_refused_edit() -> None:
     data = view.policy_view(source)
     assert data["policy"]["generation"] == 1 and "kind: SchedulingPolicy" in data["policy"]["text"]
     assert data["policy"]["pipeline"]["admit"][:2] == ["queue-state", "capacity"] and data["refused"] is None
-    source.policy.refused("spec: {", "policy.yaml: line 1: bad YAML", at=50.0)
+    edit = source.policy.text.replace("      allowSplit: false ", "      allowSplit: maybe ")
+    assert edit != source.policy.text
+    source.policy.refused(edit, "policy.yaml: spec.plugins.gang.allowSplit: 'maybe' is not of type 'boolean'", at=50.0)
     refused = view.policy_view(source)["refused"]
-    assert refused == {"text": "spec: {", "error": "policy.yaml: line 1: bad YAML", "at": 50.0, "count": 1}
+    assert (refused["text"], refused["at"], refused["count"]) == (edit, 50.0, 1) and "allowSplit" in refused["error"]
+    changed = [line for line in refused["diff"].splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    assert [line.split("#")[0].strip() for line in changed] == ["-      allowSplit: false", "+      allowSplit: maybe"]
 
 
 def test_no_engine_gives_empty_pages_not_errors() -> None:

@@ -55,3 +55,5 @@ def test_cli_writes_one_html_for_a_compare(tmp_path: Path) -> None:
     html = out.read_text()
     assert code == 0 and 'id="compare"' in html and 'data-policy="plain"' in html and 'data-policy="anywhere"' in html
     assert html.count('class="chart"') == 4 and 'id="jobs-1"' in html
+    first = re.search(r'<tr data-job="default/ja-0">(.*?)</tr>', html, re.S)
+    assert first is not None and first.group(1).count('data-v="0.0">0.0<') == 2   # submitted 0, started 0: wait 0

@@ -37,6 +37,8 @@ def test_fairshare_targets_multiply_down_the_tree_over_competing_siblings() -> N
     assert fairshare.roots(tree, ["p1", "r"]) == ["p", "r"]
     assert fairshare.targets({"a": (None, 2), "b": (None, 0)}, ["a", "b"]) == {"a": 2 / 3, "b": 1 / 3}
     assert fairshare.targets({"a": ("b", 1), "b": ("a", 1)}, ["a"])      # a cycle in bad input terminates
+    assert fairshare.tree_order(tree, ["r", "p2", "p", "p1", "zz"]) == ["p", "p1", "p2", "r", "zz"]
+    assert fairshare.tree_order(tree, ["p2", "r"]) == ["p2", "r"]          # parent not shown: a root here
 
 
 HIERARCHY = f"""
@@ -53,6 +55,7 @@ generators:
 def test_hierarchical_targets_and_the_engine_meets_them() -> None:
     queues = report(HIERARCHY)["summary"]["queues"]
     assert {q: queues[q]["targetFraction"] for q in queues} == {"p": 0.5, "p1": 0.25, "p2": 0.25, "r": 0.5}
+    assert list(queues) == ["p", "p1", "p2", "r"]                                    # tree order
     assert queues["p1"]["parent"] == "p" and queues["p"]["jobs"] == 0
     # the drf plugin divides hierarchically, so measured against the hierarchical target it is on target
     # (a flat target of 1/3 each would report p1, p2 25 % and r 50 % off)

@@ -21,8 +21,14 @@
     return url.toString();
   }
 
+  function editing() {
+    const el = document.activeElement;
+    return el && main.contains(el) && /^(INPUT|SELECT|TEXTAREA)$/.test(el.tagName);
+  }
+
   async function refresh(version) {
     if (busy) { again = true; return; }
+    if (editing()) { setStatus("live · v" + version + " (paused while you edit the filters)", "live"); return; }
     busy = true;
     try {
       const response = await fetch(fragmentUrl(), {cache: "no-store"});
