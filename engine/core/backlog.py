@@ -182,23 +182,28 @@ class ListSource:
         self.engine = engine
         self.jobs = jobs
         self.now = now
+        self.keyed = engine._keyed
+        self.group: Optional[Group] = None       # the group of the job last taken (shared ones only)
 
     def take(self) -> Optional[Job]:
-        engine = self.engine
+        if not self.keyed:
+            return next(self.jobs, None)
+        engine, now = self.engine, self.now
+        group_of, memo = engine._backlog._group_of, engine._memo
         for job in self.jobs:
-            if engine._keyed and job.not_before <= self.now:
-                group = engine._backlog.group(job.id)
-                known = engine._memo.get(group.key) if group is not None and group.shared else None
+            group = group_of.get(job.id)
+            if group is not None and group.shared and job.not_before <= now:
+                known = memo.get(group.key)
                 if known is not None and known[0] == engine._admissions:
                     engine._block(job, known[1], engine._result)
                     continue
+                self.group = group
+            else:
+                self.group = None
             return job
         return None
 
     def examined(self, job: Job, refusal: Optional[Refusal]) -> None:
-        engine = self.engine
-        if engine._keyed:
-            shared = engine._shares(job, refusal, self.now)
-            group = engine._backlog.group(job.id)
-            if shared is not None and group is not None:
-                engine._memo[group.key] = (engine._admissions, shared)
+        group = self.group
+        if group is not None and refusal is not None and refusal.retry_at is None:
+            self.engine._memo[group.key] = (self.engine._admissions, refusal)
