@@ -178,11 +178,11 @@ class ListSource:
     """Candidates one by one (new, changed or timed-out jobs; every job when exhaustive). A job whose
     group was refused earlier in the same state gets that refusal without calling the pipeline."""
 
-    def __init__(self, engine: "Engine", jobs: Iterator[Job], now: float) -> None:
+    def __init__(self, engine: "Engine", jobs: Iterator[Job], now: float, memo: bool = True) -> None:
         self.engine = engine
         self.jobs = jobs
         self.now = now
-        self.keyed = engine._keyed
+        self.keyed = engine._keyed and memo
         self.group: Optional[Group] = None       # the group of the job last taken (shared ones only)
 
     def take(self) -> Optional[Job]:

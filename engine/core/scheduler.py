@@ -231,7 +231,9 @@ class Engine:
                 sources[q] = WalkSource(self, walk, now)
             else:
                 head = entries.islice(0, lookback) if lookback else entries
-                sources[q] = ListSource(self, iter([jobs[e[2]] for e in head]), now)
+                # nearly every job a key of its own: the memo would rarely hit, skip its bookkeeping
+                memo = 5 * len(groups) < 4 * len(entries)
+                sources[q] = ListSource(self, iter([jobs[e[2]] for e in head]), now, memo)
         return sources
 
     def _behind_lookback(self, lookback: int) -> None:
