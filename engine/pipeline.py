@@ -130,8 +130,9 @@ def join_keys(parts: Sequence[Any]) -> tuple[Any, ...]:
 class Pipeline:
     """Hook callers for enqueue → order → admit → place → recover."""
 
-    def __init__(self, stages: dict[str, list[Plugin]]) -> None:
+    def __init__(self, stages: dict[str, list[Plugin]], lookback: int = 0) -> None:
         self.stages = {stage: list(stages.get(stage, [])) for stage in STAGES}
+        self.lookback = lookback          # policy spec.lookback: per cycle, the first N jobs of each queue (0: all)
         managers = {stage: _manager(self.stages[stage], stage) for stage in STAGES}
         unique: dict[int, Plugin] = {}
         for plugins in self.stages.values():

@@ -23,11 +23,14 @@ when they differ), so handing a group the text its jobs already show costs O(1),
 from __future__ import annotations
 
 import heapq
-from typing import Callable, Hashable, Iterable, Optional
+from typing import TYPE_CHECKING, Callable, Hashable, Iterable, Iterator, Optional, Protocol
 
 from sortedcontainers import SortedList
 
 from engine.model import Job, Refusal
+
+if TYPE_CHECKING:
+    from engine.core.scheduler import Engine
 
 Entry = tuple[tuple, int, str]          # (job order key, arrival seq, job id): the exhaustive loop's order
 RangeBlock = Callable[["Group", Refusal, Entry, Optional[Entry]], None]
@@ -92,19 +95,21 @@ class Backlog:
 class QueueWalk:
     """One queue's pending jobs in the exhaustive order, skipping groups refused in the current state."""
 
-    def __init__(self, groups: Iterable[Group], version: int, block_range: RangeBlock) -> None:
+    def __init__(self, groups: Iterable[Group], version: int, block_range: RangeBlock,
+                 bound: Optional[Entry] = None) -> None:
         self._heap: list[tuple[Entry, Group]] = [(g.entries[0], g) for g in groups if g.entries]
         heapq.heapify(self._heap)
         self._version = version
         self._block_range = block_range
         self._refused: list[tuple[Group, Entry, Refusal]] = []
         self._last: Optional[Entry] = None
+        self._bound = bound              # the last job the walk may reach (policy lookback); None: all
 
     def take(self, version: int) -> Optional[tuple[Entry, Group]]:
         """The next job to examine (its entry and group), or None when the queue is done."""
         if version != self._version:
             self._reopen(version)
-        if not self._heap:
+        if not self._heap or (self._bound is not None and self._heap[0][0] > self._bound):
             self.close()
             return None
         entry, group = heapq.heappop(self._heap)
@@ -140,4 +145,65 @@ class QueueWalk:
         """The queue is done: every job of a still-refused group from where it was refused on shares it."""
         refused, self._refused = self._refused, []
         for group, since, refusal in refused:
-            self._block_range(group, refusal, since, None)
+            self._block_range(group, refusal, since, self._bound)
+
+
+class Source(Protocol):
+    def take(self) -> Optional[Job]: ...
+
+    def examined(self, job: Job, refusal: Optional[Refusal]) -> None: ...
+
+
+# -- what Engine.cycle takes jobs from, per queue ------------------------------------------------------
+class WalkSource:
+    """A queue's whole backlog, walked by verdict key (see engine.core.backlog.QueueWalk)."""
+
+    def __init__(self, engine: "Engine", walk: QueueWalk, now: float) -> None:
+        self.engine = engine
+        self.walk = walk
+        self.now = now
+        self.current: Optional[tuple[Entry, Group]] = None
+
+    def take(self) -> Optional[Job]:
+        self.current = self.walk.take(self.engine._admissions)
+        return None if self.current is None else self.engine.state.jobs[self.current[0][2]]
+
+    def examined(self, job: Job, refusal: Optional[Refusal]) -> None:
+        assert self.current is not None
+        entry, group = self.current
+        self.walk.examined(entry, group, self.engine._shares(job, refusal, self.now))
+
+
+class ListSource:
+    """Candidates one by one (new, changed or timed-out jobs; every job when exhaustive). A job whose
+    group was refused earlier in the same state gets that refusal without calling the pipeline."""
+
+    def __init__(self, engine: "Engine", jobs: Iterator[Job], now: float, memo: bool = True) -> None:
+        self.engine = engine
+        self.jobs = jobs
+        self.now = now
+        self.keyed = engine._keyed and memo
+        self.group: Optional[Group] = None       # the group of the job last taken (shared ones only)
+
+    def take(self) -> Optional[Job]:
+        if not self.keyed:
+            return next(self.jobs, None)
+        engine, now = self.engine, self.now
+        group_of, memo = engine._backlog._group_of, engine._memo
+        for job in self.jobs:
+            group = group_of.get(job.id)
+            if group is not None and group.shared and job.not_before <= now:
+                known = memo.get(group.key)
+                if known is not None and known[0] == engine._admissions:
+                    engine._block(job, known[1], engine._result)
+                    continue
+                self.group = group
+            else:
+                self.group = None
+            return job
+        return None
+
+    def examined(self, job: Job, refusal: Optional[Refusal]) -> None:
+        group = self.group
+        if group is not None and refusal is not None and refusal.retry_at is None:
+            self.engine._memo[group.key] = (self.engine._admissions, refusal)

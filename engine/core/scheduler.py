@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from typing import Hashable, Iterator, Optional, Protocol
+from typing import Hashable, Iterator, Optional
 
 from sortedcontainers import SortedList
 
-from engine.core.backlog import Backlog, Entry, Group, QueueWalk
+from engine.core.backlog import Backlog, Entry, Group, ListSource, QueueWalk, Source, WalkSource
 from engine.core.state import FleetState
 from engine.model import (Admission, Cluster, CycleResult, Failure, Job, JobState, Placement, Queue, Recovery,
                           Refusal)
@@ -209,18 +209,53 @@ class Engine:
                     break
         return result
 
-    def _sources(self, full: bool, now: float) -> dict[str, "_Source"]:
+    def _sources(self, full: bool, now: float) -> dict[str, Source]:
         """Per queue, the jobs this cycle examines, in order: a QueueWalk by verdict key over the whole
         backlog (full cycle, keyed policy), else the candidates one by one."""
-        if full and self._keyed:
-            return {q: _Walk(self, QueueWalk(groups.values(), self._admissions, self._block_range), now)
-                    for q, groups in self._backlog.queues.items()}
-        return {q: _Listed(self, jobs, now) for q, jobs in self._candidates(full).items()}
+        lookback = self.pipeline.lookback
+        if lookback:
+            self._behind_lookback(lookback)
+        if not (full and self._keyed):
+            return {q: ListSource(self, jobs, now) for q, jobs in self._candidates(full).items()}
+        # A walk by key pays a heap step per examined key; where most jobs have keys of their own, going
+        # through the jobs one by one (a refused key still skips the pipeline) is cheaper. Both are exact.
+        sources: dict[str, Source] = {}
+        groups_of, jobs = self._backlog.queues, self.state.jobs
+        for q, entries in self._pending.items():
+            if not entries:
+                continue
+            groups = groups_of.get(q, {})
+            if len(entries) >= 4 * len(groups):
+                bound = entries[lookback - 1] if 0 < lookback < len(entries) else None
+                walk = QueueWalk(groups.values(), self._admissions, self._block_range, bound)
+                sources[q] = WalkSource(self, walk, now)
+            else:
+                head = entries.islice(0, lookback) if lookback else entries
+                # nearly every job a key of its own: the memo would rarely hit, skip its bookkeeping
+                memo = 5 * len(groups) < 4 * len(entries)
+                sources[q] = ListSource(self, iter([jobs[e[2]] for e in head]), now, memo)
+        return sources
+
+    def _behind_lookback(self, lookback: int) -> None:
+        """Policy ``spec.lookback``: a cycle considers only the first N jobs of each queue. Candidates behind
+        them are told so (new jobs would otherwise show no reason) and left for a later cycle."""
+        jobs = self.state.jobs
+        for job_id in list(self._dirty):
+            job = jobs.get(job_id)
+            entries = self._pending.get(job.queue) if job is not None else None
+            if job is None or job.state is not JobState.PENDING or not entries:
+                continue
+            if entries.bisect_left((job.sort_key, job.seq, job.id)) >= lookback:
+                self._dirty.discard(job_id)
+                self._block(job, Refusal(f"not considered yet: behind the first {lookback} jobs of queue "
+                                         f"{job.queue} (policy lookback)", "engine"), self._result)
 
     def _candidates(self, full: bool) -> dict[str, Iterator[Job]]:
         jobs = self.state.jobs
         if full:
-            return {q: iter([jobs[e[2]] for e in entries]) for q, entries in self._pending.items() if entries}
+            n = self.pipeline.lookback or None
+            return {q: iter([jobs[e[2]] for e in entries.islice(0, n)]) for q, entries in self._pending.items()
+                    if entries}
         by_queue: dict[str, list[Job]] = {}
         for job_id in self._dirty:
             job = jobs.get(job_id)
@@ -462,57 +497,3 @@ def _rescale(placement: Placement, job: Job) -> Placement:
             out[first][task.name] = max(0, out[first].get(task.name, 0) + task.replicas - placed)
     return out
 
-
-class _Source(Protocol):
-    def take(self) -> Optional[Job]: ...
-
-    def examined(self, job: Job, refusal: Optional[Refusal]) -> None: ...
-
-
-class _Walk:
-    """A queue's whole backlog, walked by verdict key (see engine.core.backlog.QueueWalk)."""
-
-    def __init__(self, engine: Engine, walk: QueueWalk, now: float) -> None:
-        self.engine = engine
-        self.walk = walk
-        self.now = now
-        self.current: Optional[tuple[Entry, Group]] = None
-
-    def take(self) -> Optional[Job]:
-        self.current = self.walk.take(self.engine._admissions)
-        return None if self.current is None else self.engine.state.jobs[self.current[0][2]]
-
-    def examined(self, job: Job, refusal: Optional[Refusal]) -> None:
-        assert self.current is not None
-        entry, group = self.current
-        self.walk.examined(entry, group, self.engine._shares(job, refusal, self.now))
-
-
-class _Listed:
-    """Candidates one by one (new, changed or timed-out jobs; every job when exhaustive). A job whose
-    group was refused earlier in the same state gets that refusal without calling the pipeline."""
-
-    def __init__(self, engine: Engine, jobs: Iterator[Job], now: float) -> None:
-        self.engine = engine
-        self.jobs = jobs
-        self.now = now
-
-    def take(self) -> Optional[Job]:
-        engine = self.engine
-        for job in self.jobs:
-            if engine._keyed and job.not_before <= self.now:
-                group = engine._backlog.group(job.id)
-                known = engine._memo.get(group.key) if group is not None and group.shared else None
-                if known is not None and known[0] == engine._admissions:
-                    engine._block(job, known[1], engine._result)
-                    continue
-            return job
-        return None
-
-    def examined(self, job: Job, refusal: Optional[Refusal]) -> None:
-        engine = self.engine
-        if engine._keyed:
-            shared = engine._shares(job, refusal, self.now)
-            group = engine._backlog.group(job.id)
-            if shared is not None and group is not None:
-                engine._memo[group.key] = (engine._admissions, shared)

@@ -6,7 +6,7 @@ jobs (gangs, GPUs, model and region pins, few shapes so keys collide), and a ran
 submissions, cycles, finishes, failures (requeue with backoff and exclusions), cluster status changes
 and queue edits run through both engines with their own fresh pipeline of the same shipped policy.
 After every cycle the admissions (order, placement, time), the reported reason changes and every
-job's state and pending reason must be identical.
+job's state and pending reason must be identical. Some runs bound the lookback (policy spec.lookback).
 """
 
 from __future__ import annotations
@@ -102,9 +102,12 @@ def _snapshot(engine: Engine) -> dict[str, tuple[Any, ...]]:
 class Pair:
     """The same inputs to a pruned and an exhaustive engine, compared after every cycle."""
 
-    def __init__(self, policy: Path) -> None:
-        self.pruned = Engine(_pipeline(policy))
-        self.exhaustive = Engine(_pipeline(policy), exhaustive=True)
+    def __init__(self, policy: Path, lookback: int = 0) -> None:
+        pipelines = _pipeline(policy), _pipeline(policy)
+        for pipeline in pipelines:
+            pipeline.lookback = lookback
+        self.pruned = Engine(pipelines[0])
+        self.exhaustive = Engine(pipelines[1], exhaustive=True)
         assert self.pruned._keyed, f"{policy.name}: every shipped admit/place plugin declares a verdict_key"
         self.now = 0.0
         self.cycles = 0
@@ -135,7 +138,7 @@ class Pair:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_pruned_decides_exactly_as_exhaustive(policy: Path, data: Any) -> None:
-    pair = Pair(policy)
+    pair = Pair(policy, lookback=data.draw(st.sampled_from((0, 0, 2, 5)), label="lookback"))
     fleet = data.draw(clusters())
     qs = data.draw(queues())
     for c in fleet:
