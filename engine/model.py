@@ -10,9 +10,12 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from engine.resources import Resources, add_into, scale
+
+if TYPE_CHECKING:
+    from engine.core.nodefit import NodeShapes
 
 Placement = dict[str, dict[str, int]]
 """cluster name -> task name -> replicas placed there."""
@@ -122,6 +125,7 @@ class Cluster:
     allocating: Resources = field(default_factory=dict)
     status_time: float = 0.0        # when this summary was observed
     generation: int = 0
+    node_shapes: Optional[NodeShapes] = None   # per-node view from resource models; None: totals only
 
 
 @dataclass(eq=False)

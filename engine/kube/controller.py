@@ -53,6 +53,7 @@ class Controller:
         self.resumed_at: dict[str, float] = {}       # job id -> when we resumed it (gate mode)
         self.failure_seen: dict[str, str] = {}       # job id -> failure marker already acted on
         self.requeued: set[str] = set()              # jobs paused again after a failure: resume reschedules
+        self.model_warnings: dict[str, str] = {}     # cluster -> why its resource model is not used
         self.on_admit = on_admit
         self.pending: list[Patch | Event] = []
         self.engine.upsert_queue(Queue(DEFAULT_QUEUE))  # Volcano always has one; replaced by a real one
@@ -92,15 +93,31 @@ class Controller:
             self.engine.remove_cluster(name)
             self.lost_clusters.add(name)
             return
+        warnings: list[str] = []
         try:
-            cluster = cluster_from_obj(new, now)
+            cluster = cluster_from_obj(new, now, warnings)
         except InputError as exc:
             log.warning("ignoring a bad Cluster update (keeping the previous one): %s", exc)
             return
+        self._model_warning(new, cluster.name, warnings[0] if warnings else None)
         before = self.engine.state.clusters.get(cluster.name)
         self.engine.upsert_cluster(cluster)
         if before is not None and before.ready and not cluster.ready:
             self.lost_clusters.add(cluster.name)
+
+    def _model_warning(self, obj: Obj, name: str, warning: Optional[str]) -> None:
+        """Say once (log + Warning Event on the Cluster) that its resource model is unusable, and again only
+        when the reason changes; the cluster keeps working on summed totals meanwhile."""
+        if self.model_warnings.get(name) == warning:
+            return
+        if warning is None:
+            self.model_warnings.pop(name, None)
+            return
+        self.model_warnings[name] = warning
+        log.warning("%s", warning)
+        self.pending.append(Event({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "name": name,
+                                   "uid": str(meta(obj).get("uid") or "")}, "ResourceModelIgnored", warning,
+                                  "Warning"))
 
     def on_queue(self, event: str, new: Optional[Obj], old: Optional[Obj]) -> None:
         if new is None:

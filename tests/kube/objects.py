@@ -101,3 +101,28 @@ def queue(name: str, weight: int = 1, priority: Optional[int] = None, capability
 def priority_class(name: str, value: int, default: bool = False) -> Obj:
     return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
             "value": value, "globalDefault": default}
+
+
+MAX_INT64 = "9223372036854775807"
+
+
+def resource_models(edges: dict[str, list[str]]) -> list[Obj]:
+    """``spec.resourceModels`` as Karmada stores it: grade i spans [edges[i], edges[i+1]) per resource, the last
+    grade open-ended (max = MaxInt64), every grade listing the same resources in the same order."""
+    grades = len(next(iter(edges.values())))
+    return [{"grade": i, "ranges": [{"name": name, "min": cuts[i],
+                                     "max": cuts[i + 1] if i + 1 < grades else MAX_INT64}
+                                    for name, cuts in edges.items()]}
+            for i in range(grades)]
+
+
+def modeled_cluster(name: str, models: list[Obj], counts: list[int], gpu: str = "32", nodes: Optional[int] = None,
+                    ready: bool = True) -> Obj:
+    """A Cluster with spec.resourceModels and the status Karmada's cluster status controller writes."""
+    obj = cluster(name, gpu=gpu, ready=ready)
+    obj["spec"]["resourceModels"] = models
+    obj["status"]["resourceSummary"]["allocatableModelings"] = [
+        {"grade": i, "count": c} for i, c in enumerate(counts)]
+    total = sum(counts) if nodes is None else nodes
+    obj["status"]["nodeSummary"] = {"totalNum": total, "readyNum": total}
+    return obj
