@@ -22,7 +22,7 @@ def _run(args: argparse.Namespace) -> int:
     opts = Options(policy_configmap=args.policy_configmap, policy_file=args.policy, kubeconfig=args.kubeconfig,
                    metrics_host=args.metrics_host, metrics_port=args.metrics_port, leader_elect=args.leader_elect,
                    lease_name=args.lease_name, lease_namespace=args.lease_namespace,
-                   concurrency=args.concurrency, identity=args.identity or "")
+                   concurrency=args.concurrency, identity=args.identity or "", stuck_after=args.stuck_after)
     return uvloop.run(Runner(opts).main())
 
 
@@ -102,6 +102,9 @@ def register(subparsers: Any, _: Optional[Any] = None) -> None:
     p.add_argument("--lease-namespace", default="atoll-system")
     p.add_argument("--identity", help="leader-election identity (default: hostname-pid)")
     p.add_argument("--concurrency", type=int, default=32, help="binding patches in flight at most")
+    p.add_argument("--stuck-after", type=float, default=20.0, metavar="SECONDS",
+                   help="a pod Unschedulable in its member this long fails its job there (recover stage); watches "
+                        "members' unbound pods through Karmada's cluster proxy; 0 turns that off")
     p.add_argument("--log-level", default="info")
     p.set_defaults(func=_run)
 

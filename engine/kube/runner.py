@@ -45,6 +45,7 @@ class Options:
     concurrency: int = 32
     watch_timeout: int = 60
     identity: str = ""
+    stuck_after: float = 20.0     # seconds a pod may stay Unschedulable in its member; 0: no member pod watches
 
 
 class Runner:
@@ -60,6 +61,7 @@ class Runner:
         self.kube: Optional[KubeApi] = None
         self.leading = False
         self.synced = False          # every watch cache has listed once: the engine's view is complete
+        self.member_pods: dict[str, tuple[asyncio.Task[None], Any]] = {}   # cluster -> (watch task, ApiClient)
 
     # -- entry --------------------------------------------------------------------------------------
     async def main(self) -> int:
@@ -103,7 +105,7 @@ class Runner:
         await self._load_initial_policy()
         assert self.policy is not None
         self.controller = Controller(self.policy.pipeline, self.policy.selector, self.policy.mode,
-                                     on_admit=self._admitted)
+                                     on_admit=self._admitted, stuck_after=self.opts.stuck_after or 20.0)
         tasks = [asyncio.create_task(c.run(), name=c.name) for c in self._make_caches()]
         try:
             await asyncio.wait_for(asyncio.gather(*(c.synced.wait() for c in self.caches)), 300)
@@ -113,6 +115,8 @@ class Runner:
         finally:
             for t in tasks:
                 t.cancel()
+            for name in list(self.member_pods):
+                await self._stop_member_pods(name)
 
     # -- caches -------------------------------------------------------------------------------------
     def _handler(self, fn: Any) -> Any:
@@ -136,6 +140,11 @@ class Runner:
 
         def on_cluster(event: str, new: Any, old: Any) -> None:
             ctl.on_cluster(event, new, old, time.time())
+            name = str(((new or old or {}).get("metadata") or {}).get("name", ""))
+            if new is None and name in self.member_pods:
+                asyncio.get_running_loop().create_task(self._stop_member_pods(name))
+            elif new is not None and name and name not in self.member_pods and self.opts.stuck_after > 0:
+                self._start_member_pods(name)
 
         self.caches += [
             cache("clusters", lister("cluster.karmada.io", "v1alpha1", "clusters"), on_cluster),
@@ -149,6 +158,32 @@ class Runner:
                   ctl.on_binding),
         ]
         return self.caches
+
+    def _start_member_pods(self, cluster: str) -> None:
+        """Watch the member's unbound pods (fieldSelector spec.nodeName=) through Karmada's cluster proxy
+        (``/apis/cluster.karmada.io/v1alpha1/clusters/NAME/proxy``): the one place "no node can host this pod"
+        shows (engine/kube/stuck.py). Not part of the sync gate: an unreachable member must not stall the rest."""
+        from kubernetes_asyncio import client
+
+        assert self.controller is not None
+        ctl = self.controller
+        cfg = client.Configuration.get_default_copy()
+        cfg.host = f"{(cfg.host or '').rstrip('/')}/apis/cluster.karmada.io/v1alpha1/clusters/{cluster}/proxy"
+        api = client.ApiClient(configuration=cfg)
+        lister = functools.partial(client.CoreV1Api(api).list_pod_for_all_namespaces, field_selector="spec.nodeName=")
+
+        def on_pod(event: str, new: Any, old: Any) -> None:
+            ctl.on_member_pod(cluster, event, new, old, time.time())
+        cache = WatchCache(f"pods@{cluster}", lister, self._handler(on_pod), timeout_seconds=self.opts.watch_timeout)
+        self.member_pods[cluster] = (asyncio.get_running_loop().create_task(cache.run(), name=cache.name), api)
+
+    async def _stop_member_pods(self, cluster: str) -> None:
+        task, api = self.member_pods.pop(cluster)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await api.close()
+        if self.controller is not None:
+            self.controller.stuck.forget_cluster(cluster)
 
     # -- policy ---------------------------------------------------------------------------------------
     async def _load_initial_policy(self) -> None:

@@ -126,3 +126,24 @@ def modeled_cluster(name: str, models: list[Obj], counts: list[int], gpu: str = 
     total = sum(counts) if nodes is None else nodes
     obj["status"]["nodeSummary"] = {"totalNum": total, "readyNum": total}
     return obj
+
+
+def member_pod(name: str, owner: Obj, ns: str = "team-a", unschedulable: Optional[str] = None,
+               node: Optional[str] = None, uid: Optional[str] = None, rs_hash: str = "") -> Obj:
+    """A pod as a member's API returns it: owned by its workload (a Deployment's pod by its ReplicaSet), with
+    PodScheduled=False/Unschedulable as kube-scheduler writes it when no node fits."""
+    kind, api, owner_name = owner["kind"], owner["apiVersion"], owner["metadata"]["name"]
+    labels: dict[str, str] = {}
+    if kind == "Deployment":
+        kind, owner_name, labels = "ReplicaSet", f"{owner_name}-{rs_hash}", {"pod-template-hash": rs_hash}
+    pod: Obj = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": ns, "uid": uid or f"uid-{name}", "labels": labels,
+                             "resourceVersion": "5", "ownerReferences": [
+                                 {"apiVersion": api, "kind": kind, "name": owner_name, "uid": "x",
+                                  "controller": True, "blockOwnerDeletion": True}]},
+                "spec": {"containers": [{"name": "w", "image": "x"}], **({"nodeName": node} if node else {})},
+                "status": {"phase": "Pending"}}
+    if unschedulable is not None:
+        pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                        "message": unschedulable, "lastTransitionTime": "2026-11-23T14:00:00Z"}]
+    return pod
