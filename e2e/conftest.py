@@ -44,7 +44,8 @@ class FleetHandle:
         return self.info.member(name)
 
     def node_names(self, member: str) -> list[str]:
-        return [f"{member}-node-{i}" for i in range(int(self.info.member_nodes[member]["count"]))]
+        nodes = self.info.member_nodes[member]
+        return list(nodes.get("names") or (f"{member}-node-{i}" for i in range(int(nodes["count"]))))
 
 
 def _bring_up() -> tuple[FleetInfo, bool]:
