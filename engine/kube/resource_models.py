@@ -19,7 +19,7 @@ from engine.errors import InputError
 from engine.resources import parse_quantity
 
 
-def _grades(models: Any, where: str) -> dict[int, dict[str, int]]:
+def model_grades(models: Any, where: str) -> dict[int, dict[str, int]]:
     """grade -> min vector, with Karmada's validation rules that matter for reading it."""
     if not isinstance(models, list):
         raise InputError(f"expected a list of grades, got {type(models).__name__}", where)
@@ -83,7 +83,7 @@ def node_shapes(obj: Mapping[str, Any], where: str) -> tuple[Optional[NodeShapes
     if not models or not modelings:
         return None, None
     try:
-        grades = _grades(models, "spec.resourceModels")
+        grades = model_grades(models, "spec.resourceModels")
         counts = _counts(modelings, grades, "status.resourceSummary.allocatableModelings")
     except InputError as exc:
         return None, f"{where}: resource model unusable, using summed totals: {exc}"

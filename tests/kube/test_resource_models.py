@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from typing import Callable
 
 import pytest
 
@@ -58,7 +59,7 @@ def test_no_models_or_no_counts_means_totals() -> None:
      "status.resourceSummary.allocatableModelings[0].count", "non-negative integer"),
     (lambda c: c["spec"].update(resourceModels={"grade": 0}), "spec.resourceModels", "expected a list of grades"),
 ])
-def test_a_bad_model_is_one_precise_warning_and_totals(mutate, field: str, says: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_bad_model_is_one_precise_warning_and_totals(mutate: Callable[[o.Obj], None], field: str, says: str) -> None:
     obj = o.modeled_cluster("m1", copy.deepcopy(GPU_GRADES), [0, 0, 4, 0, 0])
     mutate(obj)
     warnings: list[str] = []
