@@ -39,7 +39,7 @@ class Binpack(Plugin):
     @hookimpl
     def atoll_score(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, int]:
         weight = self.weight
-        scores = utilisation_scores(job, clusters, state.free, self.resources)
+        scores = utilisation_scores(job, clusters, state.free, self.resources, state)
         return {cluster.name: weight * (used or 0) for cluster, used in zip(clusters, scores)}
 
 

@@ -21,7 +21,7 @@ from engine.hookspecs import hookimpl
 from engine.model import Cluster, Job, Placement, Refusal
 from engine.plugin import Plugin
 from engine.resources import fits, format_resources
-from plugins._placeutil import ReasonCache, configure, merge, pack_across, place_in_one, whole_fits
+from plugins._placeutil import ReasonCache, configure, merge, pack_across, place_on_nodes, pods_text, whole_fits
 
 _ONE = "gang needs {need} in one cluster; the most free in one cluster is {have}"
 _ACROSS = "gang needs {need} across the fleet; the fleet has {have} free"
@@ -49,7 +49,12 @@ class Gang(Plugin):
         need = job.min_demand
         have = state.fleet_free if self.allow_split else state.max_free
         if fits(need, have):
-            return None
+            if self.allow_split or not state.any_node_shapes or \
+                    state.clusters_fitting_pods(need, job.min_pods, state.ready_clusters()):
+                return None
+            return Refusal(f"gang needs {format_resources(need)} in one cluster and its pods ({pods_text(job.min_pods)}) "
+                           f"on nodes: no ready cluster's nodes can hold them (node shapes from resource models)",
+                           self.name)
         return Refusal(self._reasons.get(_ACROSS if self.allow_split else _ONE, need, have), self.name)
 
     # -- place ------------------------------------------------------------------------------
@@ -62,12 +67,13 @@ class Gang(Plugin):
             return None
         try_whole = fits(job.demand, state.max_free)
         fallback: Optional[Placement] = None
+        shaped = state.any_node_shapes
         for cluster in clusters:
             free = state.free(cluster.name)
-            if try_whole and whole_fits(job, free):
+            if try_whole and (state.fits_tasks(cluster.name, job.pods) if shaped else whole_fits(job, free)):
                 return {cluster.name: {t.name: t.replicas for t in job.tasks if t.replicas}}
             if fallback is None:
-                part = place_in_one(job, free)
+                part = place_on_nodes(job, state, cluster.name)
                 if part is not None:
                     if not try_whole:
                         return {cluster.name: part}
@@ -75,8 +81,9 @@ class Gang(Plugin):
         if fallback is not None:
             return fallback
         if not self.allow_split:
+            on_nodes = f" on its nodes (pods: {pods_text(job.min_pods)})" if shaped else ""
             return Refusal(f"gang needs {format_resources(job.min_demand)} in one cluster; none of the "
-                           f"{len(clusters)} candidate cluster(s) has it free", self.name)
+                           f"{len(clusters)} candidate cluster(s) has it free{on_nodes}", self.name)
         return self._split(job, clusters, state)
 
     def _split(self, job: Job, clusters: list[Cluster], state: FleetState) -> Union[Placement, Refusal]:

@@ -22,7 +22,7 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import Iterable, Mapping, Optional, Sequence, Union
 
 from engine.resources import CPU, MEMORY, PODS
 
@@ -103,8 +103,18 @@ class NodeShapes:
 
 
 # -- what fits ------------------------------------------------------------------------------------
-def _graded(per_pod: Mapping[str, int], resources: frozenset[str]) -> Vector:
-    return tuple(sorted((k, v) for k, v in per_pod.items() if v > 0 and k in resources))
+PerPod = Union[Mapping[str, int], Vector]
+"""A pod's request: a resource vector or its canonical pairs (``Job.pods`` holds the latter)."""
+
+
+def pairs(per_pod: PerPod) -> Iterable[tuple[str, int]]:
+    """(resource, amount) pairs of a pod's request, whichever form it comes in."""
+    return per_pod.items() if isinstance(per_pod, Mapping) else per_pod
+
+
+def _graded(per_pod: PerPod, resources: frozenset[str]) -> Vector:
+    items = pairs(per_pod)
+    return tuple(sorted((k, v) for k, v in items if v > 0 and k in resources))
 
 
 def _per_node(free: Vector, request: Vector) -> int:
@@ -120,7 +130,7 @@ def _per_node(free: Vector, request: Vector) -> int:
     return best
 
 
-def max_replicas(shapes: NodeShapes, per_pod: Mapping[str, int]) -> int:
+def max_replicas(shapes: NodeShapes, per_pod: PerPod) -> int:
     """How many pods of shape ``per_pod`` the virtual nodes hold: the sum over nodes of what each
     holds (first-fit of identical pods fills node by node, so order does not matter). ``UNBOUNDED``
     when the pod requests none of the graded resources."""
@@ -136,7 +146,7 @@ def _sub(free: Vector, request: Vector, times: int) -> Vector:
                  if amount - take.get(name, 0) * times)
 
 
-def _order(demands: Iterable[tuple[Mapping[str, int], int]], resources: frozenset[str]) -> list[tuple[Vector, int]]:
+def _order(demands: Iterable[tuple[PerPod, int]], resources: frozenset[str]) -> list[tuple[Vector, int]]:
     """Graded part of each demand, equal shapes merged, largest pods first (descending canonical vector
     order: for one resource, by amount); demands with nothing graded drop out (no per-node limit)."""
     merged: dict[Vector, int] = {}
@@ -147,7 +157,7 @@ def _order(demands: Iterable[tuple[Mapping[str, int], int]], resources: frozense
     return sorted(merged.items(), reverse=True)
 
 
-def pack(shapes: NodeShapes, demands: Sequence[tuple[Mapping[str, int], int]]) -> Optional[NodeShapes]:
+def pack(shapes: NodeShapes, demands: Sequence[tuple[PerPod, int]]) -> Optional[NodeShapes]:
     """Place ``count`` pods of each ``per_pod`` shape on the virtual nodes, first-fit over the nodes
     in their order (smallest first, as Karmada's simulator walks its ascending grades), largest pods
     first. Returns the nodes left, or None when some pod does not fit (a gang then does not fit)."""
@@ -160,7 +170,7 @@ def pack(shapes: NodeShapes, demands: Sequence[tuple[Mapping[str, int], int]]) -
     return NodeShapes.of(buckets, shapes.resources)
 
 
-def reserve(shapes: NodeShapes, demands: Sequence[tuple[Mapping[str, int], int]]) -> NodeShapes:
+def reserve(shapes: NodeShapes, demands: Sequence[tuple[PerPod, int]]) -> NodeShapes:
     """Book pods Atoll placed but the last report does not show yet (in-flight). Where the member
     scheduler put them is unknown, so they go on the *largest* nodes first (worst fit): that keeps
     the view from claiming a whole free node the pods may in fact be using. A pod that fits no
@@ -210,6 +220,26 @@ def _fill(buckets: list[tuple[Vector, int]], request: Vector, count: int,
 
 
 # -- how Karmada computes allocatableModelings ----------------------------------------------------
+def more_room(new: NodeShapes, old: Optional[NodeShapes]) -> bool:
+    """Whether some pod could fit ``new`` that did not fit ``old``: for some graded resource and
+    amount, more nodes now have at least that much free (or the model changed). Used to move the
+    capacity epoch when a report shows a node freed though the cluster's totals did not grow."""
+    if old is None or old.resources != new.resources:
+        return True
+    if new == old:
+        return False
+    for name in new.resources:
+        for vec, _ in new.nodes:
+            t = dict(vec).get(name, 0)
+            if t and _at_least(new, name, t) > _at_least(old, name, t):
+                return True
+    return False
+
+
+def _at_least(shapes: NodeShapes, name: str, amount: int) -> int:
+    return sum(n for vec, n in shapes.nodes if dict(vec).get(name, 0) >= amount)
+
+
 def grade_of(free: Mapping[str, int], grades: Sequence[Mapping[str, int]]) -> int:
     """Index of the grade a node with ``free`` falls in: per graded resource, the highest grade whose
     ``min`` is at most the free amount (a resource the node lacks counts as 0); the node's grade is

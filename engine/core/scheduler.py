@@ -256,7 +256,8 @@ class Engine:
             # decision is the same. On a refusal the full list is judged again, so the reason (which
             # names the clusters filtered out) is exactly what it always was. In a filling fleet about
             # half the clusters are too full for a given job: this halves the per-admission work.
-            fitting = state.clusters_fitting(job.min_demand, candidates)
+            fitting = state.clusters_fitting_pods(job.min_demand, job.min_pods, candidates) \
+                if state.any_node_shapes else state.clusters_fitting(job.min_demand, candidates)
             if fitting and len(fitting) < len(candidates):
                 decided = self._decide(job, fitting)
                 if not isinstance(decided, Refusal):
@@ -344,16 +345,25 @@ class Engine:
             lines.append("placement: " + ", ".join(f"{c}: {p}" for c, p in sorted(job.placement.items())))
         if job.excluded_clusters:
             lines.append("avoids: " + ", ".join(sorted(job.excluded_clusters)))
+        notes = {name: self.state.node_note(name) for name in sorted(job.placement or self.state.clusters)}
+        if len(set(notes.values())) == 1 and len(notes) > 1:
+            lines.append(f"fit checked by: {next(iter(notes.values()))} (every cluster)")
+        else:
+            lines.extend(f"fit checked by: {name}: {note}" for name, note in notes.items())
         return "\n".join(lines)
 
 
 def default_placement(job: Job, candidates: list[Cluster], state: FleetState) -> Placement | Refusal:
-    """The whole job in the first candidate where all of it fits (used when no place plugin decides)."""
+    """The whole job in the first candidate where all of it fits, on its nodes too when the cluster
+    reports node shapes (used when no place plugin decides)."""
     demand = job.demand
     if fits(demand, state.max_free):
         for cluster in candidates:
-            if fits(demand, state.free(cluster.name)):
+            if state.fits_tasks(cluster.name, job.pods):
                 return {cluster.name: {t.name: t.replicas for t in job.tasks if t.replicas}}
+        if state.any_node_shapes:
+            return Refusal(f"no ready cluster has room for the whole job ({format_resources(demand)}) on its "
+                           f"nodes (node shapes from resource models)", "engine")
     return Refusal(f"no ready cluster has room for the whole job ({format_resources(demand)}); "
                    f"the most free in one cluster is {format_resources(state.max_free)}", "engine")
 

@@ -13,10 +13,11 @@ re-examined until the epoch moves on: that is what makes a cycle O(changes).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 from engine.core.fitindex import FitIndex
-from engine.model import Cluster, Job, JobState, Queue
+from engine.core.nodefit import UNBOUNDED, NodeShapes, PerPod, max_replicas, more_room, pack, pairs, reserve
+from engine.model import Cluster, Job, JobState, Pods, Queue
 from engine.resources import Resources, add_into, clamp_nonnegative, sub
 
 
@@ -40,6 +41,10 @@ class FleetState:
         self._ready: Optional[list[Cluster]] = None
         self._children: Optional[dict[str, list[str]]] = None
         self._fits = FitIndex()                         # request -> clusters where it fits, kept incrementally
+        # node view (engine.core.nodefit): cluster -> job id -> in-flight pods, mirroring _inflight
+        self._inflight_pods: dict[str, dict[str, Pods]] = {}
+        self._nodes: dict[str, Optional[NodeShapes]] = {}   # cluster -> reported shapes minus in-flight pods
+        self._shaped: set[str] = set()                      # clusters that report node shapes
 
     # -- capacity views ----------------------------------------------------------
     def free(self, cluster: str) -> Resources:
@@ -50,6 +55,70 @@ class FleetState:
             free = sub(sub(sub(c.allocatable, c.allocated), c.allocating), self._reserved.get(cluster, {}))
             cached = self._free[cluster] = clamp_nonnegative(free)
         return cached
+
+    # -- node view (issue 10: the only place that answers "does it fit") -------------------
+    def nodes(self, cluster: str) -> Optional[NodeShapes]:
+        """The cluster's virtual nodes now: its reported node shapes with Atoll's in-flight pods booked
+        on them (largest nodes first: ``nodefit.reserve``). None when it reports no resource models
+        (then only its totals are known). Finished jobs are not credited back here, unlike ``free``
+        (which nodes they freed is unknown): the next report shows them. Do not mutate."""
+        if cluster in self._nodes:
+            return self._nodes[cluster]
+        shapes = self.clusters[cluster].node_shapes
+        if shapes is not None:
+            flights = self._inflight_pods.get(cluster)
+            if flights:
+                shapes = reserve(shapes, [pod for pods in flights.values() for pod in pods])
+        self._nodes[cluster] = shapes
+        return shapes
+
+    def replicas_fit(self, cluster: str, per_pod: PerPod) -> int:
+        """How many pods of this shape the cluster can host now: its free totals, and its virtual nodes
+        when it reports node shapes (each pod on one node). ``nodefit.UNBOUNDED`` for an empty request."""
+        free = self.free(cluster)
+        best = UNBOUNDED
+        for name, amount in pairs(per_pod):
+            if amount > 0:
+                best = min(best, free.get(name, 0) // amount)
+        shapes = self.nodes(cluster) if best else None
+        if shapes is not None:
+            best = min(best, max_replicas(shapes, per_pod))
+        return best
+
+    def fits_tasks(self, cluster: str, pods: Sequence[tuple[PerPod, int]]) -> bool:
+        """Whether all these pods ((per-pod request, count) pairs, e.g. ``job.min_pods``) fit the
+        cluster at once: in its free totals, and packed first-fit on its virtual nodes when it has
+        node shapes (conservative: the nodes are the grades' lower edges)."""
+        free = self.free(cluster)
+        need: Resources = {}
+        for per_pod, count in pods:
+            for name, amount in pairs(per_pod):
+                need[name] = need.get(name, 0) + amount * count
+        for name, amount in need.items():
+            if amount > free.get(name, 0):
+                return False
+        shapes = self.nodes(cluster)
+        return shapes is None or pack(shapes, pods) is not None
+
+    def node_note(self, cluster: str) -> str:
+        """What "fits" means for this cluster, for explain and the docs."""
+        shapes = self.clusters[cluster].node_shapes
+        if shapes is None:
+            return "node shapes: totals only (no resource models)"
+        return f"node shapes: from resource models ({', '.join(sorted(shapes.resources))})"
+
+    @property
+    def any_node_shapes(self) -> bool:
+        return bool(self._shaped)
+
+    def clusters_fitting_pods(self, need: Resources, pods: Pods, clusters: list[Cluster]) -> list[Cluster]:
+        """Those of ``clusters`` where the pods ``pods`` (whose sum is ``need``) fit now: node-aware
+        where clusters report node shapes, else the same as ``clusters_fitting(need)``."""
+        if not self._shaped:
+            return self.clusters_fitting(need, clusters)
+        fit = self._fits.fitting(("pods", pods), self.clusters, self.free, self.clusters.__contains__,
+                                 lambda name: self.fits_tasks(name, pods))
+        return [c for c in clusters if c.name in fit]
 
     def ready_clusters(self) -> list[Cluster]:
         """Ready clusters in name order (cached; do not mutate the list)."""
@@ -112,10 +181,16 @@ class FleetState:
         if old is not None and old is not cluster:
             cluster.generation = old.generation + 1
         self.clusters[cluster.name] = cluster
+        if cluster.node_shapes is not None:
+            self._shaped.add(cluster.name)
+        else:
+            self._shaped.discard(cluster.name)
         flights = self._inflight.get(cluster.name)
         if flights:
+            pods = self._inflight_pods.get(cluster.name, {})
             for job_id in [j for j, (_, started) in flights.items() if started is not None and started < cluster.status_time]:
                 add_into(self._reserved[cluster.name], flights.pop(job_id)[0], -1)
+                pods.pop(job_id, None)
         credits = self._credits.get(cluster.name)
         if credits:
             for job_id in [j for j, (_, at) in credits.items() if at <= cluster.status_time]:
@@ -125,13 +200,16 @@ class FleetState:
             grew = True
         else:
             grew = ((cluster.ready and not old.ready) or old.labels != cluster.labels
-                    or any(v > old_free.get(k, 0) for k, v in self.free(cluster.name).items()))
+                    or any(v > old_free.get(k, 0) for k, v in self.free(cluster.name).items())
+                    or (cluster.node_shapes is not None and more_room(cluster.node_shapes, old.node_shapes)))
         if grew:
             self.capacity_epoch += 1
 
     def remove_cluster(self, name: str) -> None:
         self.clusters.pop(name, None)
         self._inflight.pop(name, None)
+        self._inflight_pods.pop(name, None)
+        self._shaped.discard(name)
         self._reserved.pop(name, None)
         self._credits.pop(name, None)
         self._invalidate(name)
@@ -139,6 +217,7 @@ class FleetState:
     def _invalidate(self, cluster: str) -> None:
         """The cluster itself changed (status, readiness, labels, removal): drop every derived view."""
         self._free.pop(cluster, None)
+        self._nodes.pop(cluster, None)
         self._fits.changed(cluster)
         self._fleet_free = None
         self._fleet_allocatable = None
@@ -148,6 +227,7 @@ class FleetState:
     def _usage_changed(self, cluster: str) -> None:
         """Only the engine's own bookings on a cluster changed: update derived views incrementally."""
         old = self._free.pop(cluster, None)
+        self._nodes.pop(cluster, None)
         self._fits.changed(cluster)
         c = self.clusters.get(cluster)
         if old is None or c is None or not c.ready:
@@ -224,6 +304,7 @@ class FleetState:
                 if previous is not None:
                     add_into(self._reserved[cluster], previous[0], -1)
                 self._inflight[cluster][job.id] = (reserved, None)
+                self._inflight_pods.setdefault(cluster, {})[job.id] = job.placed_pods(cluster)
                 add_into(self._reserved.setdefault(cluster, {}), reserved)
                 self._usage_changed(cluster)
 
@@ -241,6 +322,7 @@ class FleetState:
             flights = self._inflight.get(cluster)
             booked = flights.pop(job.id, None) if flights else None
             if booked is not None:
+                self._inflight_pods.get(cluster, {}).pop(job.id, None)
                 add_into(self._reserved[cluster], booked[0], -1)
                 self._usage_changed(cluster)
             elif ended_at is not None and job.state is JobState.RUNNING and cluster in self.clusters \
