@@ -115,7 +115,7 @@ def test_gpu_shapes_config_declares_node_groups_and_resource_models() -> None:
     assert m1.group_of("member1-cpu-0").allocatable == {"cpu": "16", "memory": "64Gi", "pods": "110",
                                                          "nvidia.com/gpu": "0"}      # merged over the member's nodes
     assert member.node_status(m1, "member1-node-1")["status"]["allocatable"]["nvidia.com/gpu"] == "8"
-    assert m2.node_names() == ["member2-node-0"] and m2.nodes.labels["atoll.dev/pool"] == "b"
+    assert m2.node_names() == ["member2-node-0", "member2-node-1"] and m2.nodes.labels["atoll.dev/pool"] == "b"
     objs = member.join_objects(m2, _FakePki())  # type: ignore[arg-type]
     cluster = [o for o in objs if o["kind"] == "Cluster"][0]
     assert [g["grade"] for g in cluster["spec"]["resourceModels"]] == list(range(9))
