@@ -20,7 +20,8 @@ from e2e.harness.fleet import Fleet, FleetInfo, state_root
 from e2e.harness.kube import Kube
 from e2e.tests.controller_support import (annotations_of, atoll, events_for, is_paused, job, rb_name, wait_admitted,
                                           wait_pending)
-from e2e.tests.support import binding, delete, namespace, propagation_policy, unique, until
+from e2e.tests.support import (binding, condition, delete, merge_patch, namespace, propagation_policy, unique,
+                                until)
 from engine.core.nodefit import allocatable_modelings
 from engine.kube.resource_models import model_grades
 from engine.kube.translate import pod_requests
@@ -205,3 +206,27 @@ def test_gang_larger_than_any_node_waits_with_a_reason(gpu_fleet: FleetInfo, gns
         assert "nvidia.com/gpu=9" in annotations_of(rb)["atoll.dev/pending-reason"]
         assert "node shapes: from resource models" in ctl.explain(f"{gns}/{rb_name(big)}")
         assert is_paused(binding(host, gns, rb_name(big))) and ctl.alive()
+
+
+def test_karmada_estimates_zero_for_a_requested_resource_missing_from_the_model(gpu_fleet: FleetInfo, gns: str) -> None:
+    """Why the fleet's models grade cpu and memory too (docs/controller.md): with a GPU-only model on member2,
+    karmada-scheduler v1.18 answers 0 available replicas for a pod that also requests cpu and memory (its virtual
+    nodes have no cpu), so a Divided workload is Unschedulable there -- plain Karmada, no Atoll involved."""
+    host = gpu_fleet.host()
+    path = f"{CLUSTERS}/member2"
+    full = host.get(path)["spec"]["resourceModels"]
+    gpu_only = [{"grade": g["grade"], "ranges": [r for r in g["ranges"] if r["name"] == GPU]} for g in full]
+    merge_patch(host, path, {"spec": {"resourceModels": gpu_only}})
+    try:
+        until("member2 graded by the GPU-only model",
+              lambda: [r["name"] for r in host.get(path)["spec"]["resourceModels"][0]["ranges"]] == [GPU], 30)
+        one = job("one", gns, cpu="1", pods=1, gpu="1")
+        host.apply(one)
+        host.apply(propagation_policy("one", gns, [{"apiVersion": "batch/v1", "kind": "Job", "name": "one"}], {
+            "clusterAffinity": {"clusterNames": ["member2"]},
+            "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"}}))
+        cond = until("karmada-scheduler's verdict", lambda: condition(binding(host, gns, rb_name(one)), "Scheduled"),
+                     60, show=lambda: binding(host, gns, rb_name(one)))
+        assert cond["status"] == "False" and "available replicas 0" in cond["message"], cond
+    finally:
+        merge_patch(host, path, {"spec": {"resourceModels": full}})
