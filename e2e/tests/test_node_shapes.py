@@ -230,3 +230,22 @@ def test_karmada_estimates_zero_for_a_requested_resource_missing_from_the_model(
         assert cond["status"] == "False" and "available replicas 0" in cond["message"], cond
     finally:
         merge_patch(host, path, {"spec": {"resourceModels": full}})
+
+
+def test_stuck_pod_is_detected_in_gate_mode_too(gpu_fleet: FleetInfo, gns: str, tmp_path: Path) -> None:
+    """Gate mode: karmada-scheduler placed it (its PropagationPolicy allows member1 only; karmada-scheduler does not
+    read node selectors either); the stuck pod is seen the same way and the job is requeued, paused again."""
+    host = gpu_fleet.host()
+    with atoll(gpu_fleet, tmp_path, policy("gate"), ["--stuck-after", "3"]) as (_, ctl, _cm):
+        picky = job("picky", gns, cpu="1", pods=1, gpu="1")
+        picky["spec"]["template"]["spec"]["nodeSelector"] = {"atoll.dev/pool": "b"}
+        host.apply(picky)
+        host.apply(propagation_policy("picky", gns, [{"apiVersion": "batch/v1", "kind": "Job", "name": "picky"}], {
+            "clusterAffinity": {"clusterNames": ["member1"]},
+            "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"}}))
+        wait_admitted(host, picky)
+        requeued = until("a Requeued Event for the stuck pod",
+                         lambda: [e for e in events_for(host, gns, rb_name(picky)) if e["reason"] == "Requeued"],
+                         60, show=ctl.log_tail)
+        assert "unschedulable in member1" in requeued[0]["message"], requeued[0]["message"]
+        assert ctl.alive()
