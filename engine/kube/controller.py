@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from engine.core.scheduler import Engine
 from engine.errors import InputError
-from engine.kube import plan
+from engine.kube import metrics, plan
 from engine.kube.bindings import (binding_ref, failure_marker, is_paused, scheduled_condition,
                                   template_key)
 from engine.kube.plan import Event, Patch
@@ -347,6 +347,7 @@ class Controller:
 
     def _fail(self, key: str, failure: Failure, now: float, out: list[Patch | Event]) -> None:
         recovery: Recovery = self.engine.fail(key, failure, now)
+        metrics.FAILURES.labels(failure.kind.value).inc()
         obj = self.bindings.get(key)
         job = self.engine.state.jobs.get(key)
         log.warning("%s failed (%s%s): %s", key, failure.kind.value,

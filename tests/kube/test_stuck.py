@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engine.kube import metrics
 from engine.kube.controller import Controller
 from engine.kube.stuck import StuckPods, unschedulable, workload_of
 from engine.model import FailureKind, JobState
@@ -66,7 +67,9 @@ def test_stuck_pod_fails_the_job_on_its_member_into_recovery_once() -> None:
     pod = o.member_pod("j-x1", j, unschedulable=NO_GPU)
     ctl.on_member_pod("m1", "ADDED", pod, None, 101.0)
     assert patches(ctl.step(120.9), "requeue") == []
+    counted = metrics.FAILURES.labels("Unschedulable")._value.get()
     items = ctl.step(121.0)
+    assert metrics.FAILURES.labels("Unschedulable")._value.get() == counted + 1
     (requeue,) = patches(items, "requeue")
     assert requeue.body["spec"] == {"suspension": {"scheduling": True}, "clusters": None}
     (ev,) = events(items, "Requeued")
