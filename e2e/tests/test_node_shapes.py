@@ -208,18 +208,21 @@ def test_gang_larger_than_any_node_waits_with_a_reason(gpu_fleet: FleetInfo, gns
         assert is_paused(binding(host, gns, rb_name(big))) and ctl.alive()
 
 
-def test_karmada_estimates_zero_for_a_requested_resource_missing_from_the_model(gpu_fleet: FleetInfo, gns: str) -> None:
-    """Why the fleet's models grade cpu and memory too (docs/controller.md): with a GPU-only model on member2,
-    karmada-scheduler v1.18 answers 0 available replicas for a pod that also requests cpu and memory (its virtual
-    nodes have no cpu), so a Divided workload is Unschedulable there -- plain Karmada, no Atoll involved."""
+@pytest.mark.parametrize("keep", [[GPU], ["cpu", "memory"]], ids=["gpu-only", "cpu-memory"])
+def test_karmada_estimates_zero_for_a_requested_resource_missing_from_the_model(gpu_fleet: FleetInfo, gns: str,
+                                                                               keep: list[str]) -> None:
+    """Why the fleet's models grade cpu, memory and GPUs (docs/controller.md): with a model lacking a resource the
+    pod requests -- GPU-only, or cpu/memory only like Karmada's default models every Cluster gets on create --
+    karmada-scheduler v1.18 answers 0 available replicas (its virtual nodes have none of it), so a Divided workload
+    is Unschedulable there. Plain Karmada, no Atoll involved."""
     host = gpu_fleet.host()
     path = f"{CLUSTERS}/member2"
     full = host.get(path)["spec"]["resourceModels"]
-    gpu_only = [{"grade": g["grade"], "ranges": [r for r in g["ranges"] if r["name"] == GPU]} for g in full]
-    merge_patch(host, path, {"spec": {"resourceModels": gpu_only}})
+    partial = [{"grade": g["grade"], "ranges": [r for r in g["ranges"] if r["name"] in keep]} for g in full]
+    merge_patch(host, path, {"spec": {"resourceModels": partial}})
     try:
-        until("member2 graded by the GPU-only model",
-              lambda: [r["name"] for r in host.get(path)["spec"]["resourceModels"][0]["ranges"]] == [GPU], 30)
+        until(f"member2 graded by {keep} only",
+              lambda: [r["name"] for r in host.get(path)["spec"]["resourceModels"][0]["ranges"]] == keep, 30)
         one = job("one", gns, cpu="1", pods=1, gpu="1")
         host.apply(one)
         host.apply(propagation_policy("one", gns, [{"apiVersion": "batch/v1", "kind": "Job", "name": "one"}], {
