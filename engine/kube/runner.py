@@ -115,8 +115,7 @@ class Runner:
         finally:
             for t in tasks:
                 t.cancel()
-            for name in list(self.member_pods):
-                await self._stop_member_pods(name)
+            await asyncio.gather(*(self._stop_member_pods(name) for name in list(self.member_pods)))
 
     # -- caches -------------------------------------------------------------------------------------
     def _handler(self, fn: Any) -> Any:
@@ -142,7 +141,7 @@ class Runner:
             ctl.on_cluster(event, new, old, time.time())
             name = str(((new or old or {}).get("metadata") or {}).get("name", ""))
             if new is None and name in self.member_pods:
-                asyncio.get_running_loop().create_task(self._stop_member_pods(name))
+                asyncio.get_running_loop().create_task(self._stop_member_pods(name))  # stopped now, closed later
             elif new is not None and name and name not in self.member_pods and self.opts.stuck_after > 0:
                 self._start_member_pods(name)
 
@@ -177,13 +176,18 @@ class Runner:
         cache = WatchCache(f"pods@{cluster}", lister, self._handler(on_pod), timeout_seconds=self.opts.watch_timeout)
         self.member_pods[cluster] = (asyncio.get_running_loop().create_task(cache.run(), name=cache.name), api)
 
-    async def _stop_member_pods(self, cluster: str) -> None:
+    def _stop_member_pods(self, cluster: str) -> Any:
+        """Stop a member's pod watch now (a Cluster re-added at once starts a fresh one); returns the awaitable
+        that closes its connection pool."""
         task, api = self.member_pods.pop(cluster)
         task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await api.close()
         if self.controller is not None:
             self.controller.stuck.forget_cluster(cluster)
+
+        async def close() -> None:
+            await asyncio.gather(task, return_exceptions=True)
+            await api.close()
+        return close()
 
     # -- policy ---------------------------------------------------------------------------------------
     async def _load_initial_policy(self) -> None:

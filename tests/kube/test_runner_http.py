@@ -60,3 +60,25 @@ async def test_metrics_show_each_watch_cache_size() -> None:
 
 async def _never_listed(**_: Any) -> Any:
     raise AssertionError("the test does not list")
+
+
+async def test_member_pod_watch_goes_through_the_cluster_proxy_and_stops_with_its_cluster() -> None:
+    from kubernetes_asyncio import client
+
+    from engine.kube.controller import Controller
+    from engine.pipeline import Pipeline
+
+    saved = client.Configuration.get_default_copy()
+    cfg = client.Configuration(host="https://karmada.invalid:5443")
+    client.Configuration.set_default(cfg)
+    try:
+        runner = Runner(Options())
+        runner.controller = Controller(Pipeline({}))
+        runner._start_member_pods("m1")
+        task, api = runner.member_pods["m1"]
+        assert api.configuration.host == \
+            "https://karmada.invalid:5443/apis/cluster.karmada.io/v1alpha1/clusters/m1/proxy"
+        await runner._stop_member_pods("m1")
+        assert "m1" not in runner.member_pods and task.cancelled()
+    finally:
+        client.Configuration.set_default(saved)
