@@ -337,6 +337,8 @@ class Runner:
             engine = self.controller.engine
             for name in engine.state.queues:
                 metrics.PENDING.labels(name).set(engine.pending_count(name))
+            for name, cluster in engine.state.clusters.items():
+                metrics.NODE_VIEW.labels(name).set(0 if cluster.node_shapes is None else 1)
         resp = web.Response(body=generate_latest())
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return resp

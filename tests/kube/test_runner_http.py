@@ -82,3 +82,19 @@ async def test_member_pod_watch_goes_through_the_cluster_proxy_and_stops_with_it
         assert "m1" not in runner.member_pods and task.cancelled()
     finally:
         client.Configuration.set_default(saved)
+
+
+async def test_metrics_say_which_clusters_are_checked_per_node() -> None:
+    from engine.kube.controller import Controller
+    from engine.pipeline import Pipeline
+    from tests.kube import objects as o
+
+    runner = Runner(Options())
+    runner.controller = Controller(Pipeline({}))
+    models = o.resource_models({"nvidia.com/gpu": ["0", "4", "8"]})
+    runner.controller.on_cluster("ADDED", o.modeled_cluster("shaped", models, [0, 1, 1]), None, 0.0)
+    runner.controller.on_cluster("ADDED", o.cluster("summed"), None, 0.0)
+    status, text = await get(runner, "/metrics")
+    assert status == 200
+    assert 'atoll_cluster_node_view{cluster="shaped"} 1.0' in text
+    assert 'atoll_cluster_node_view{cluster="summed"} 0.0' in text
