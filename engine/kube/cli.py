@@ -22,7 +22,8 @@ def _run(args: argparse.Namespace) -> int:
     opts = Options(policy_configmap=args.policy_configmap, policy_file=args.policy, kubeconfig=args.kubeconfig,
                    metrics_host=args.metrics_host, metrics_port=args.metrics_port, leader_elect=args.leader_elect,
                    lease_name=args.lease_name, lease_namespace=args.lease_namespace,
-                   concurrency=args.concurrency, identity=args.identity or "", stuck_after=args.stuck_after)
+                   concurrency=args.concurrency, identity=args.identity or "", stuck_after=args.stuck_after,
+                   dashboard_port=args.dashboard_port, dashboard_host=args.dashboard_address)
     return uvloop.run(Runner(opts).main())
 
 
@@ -105,6 +106,10 @@ def register(subparsers: Any, _: Optional[Any] = None) -> None:
     p.add_argument("--stuck-after", type=float, default=20.0, metavar="SECONDS",
                    help="a pod Unschedulable in its member this long fails its job there (recover stage); watches "
                         "members' unbound pods through Karmada's cluster proxy; 0 turns that off")
+    p.add_argument("--dashboard-port", type=int, default=None, metavar="N",
+                   help="serve the read-only web dashboard on this port (default: off; see docs/dashboard.md)")
+    p.add_argument("--dashboard-address", default="127.0.0.1", metavar="ADDR",
+                   help="address the dashboard binds (default 127.0.0.1: this machine only; 0.0.0.0 in a pod)")
     p.add_argument("--log-level", default="info")
     p.set_defaults(func=_run)
 

@@ -20,6 +20,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from engine._data import data_path
+from engine.dashboard.source import PolicyLog
 from engine.errors import InputError
 from engine.kube import metrics, plan, policy_source
 from engine.kube.cache import WatchCache
@@ -46,6 +47,8 @@ class Options:
     watch_timeout: int = 60
     identity: str = ""
     stuck_after: float = 20.0     # seconds a pod may stay Unschedulable in its member; 0: no member pod watches
+    dashboard_port: Optional[int] = None            # the read-only web dashboard (engine/dashboard); off if None
+    dashboard_host: str = "127.0.0.1"
 
 
 class Runner:
@@ -62,6 +65,8 @@ class Runner:
         self.leading = False
         self.synced = False          # every watch cache has listed once: the engine's view is complete
         self.member_pods: dict[str, tuple[asyncio.Task[None], Any]] = {}   # cluster -> (watch task, ApiClient)
+        self.policy_log = PolicyLog()  # running policy text and last refused edit, for the dashboard
+        self.dashboard_version = 0     # bumped by steps that wrote something: the dashboard's live updates
 
     # -- entry --------------------------------------------------------------------------------------
     async def main(self) -> int:
@@ -74,12 +79,19 @@ class Runner:
         self.api_client = client.ApiClient()
         self.kube = KubeApi(self.api_client)
         site = await self._serve_metrics()
+        dashboard = None
+        if self.opts.dashboard_port is not None:
+            from engine.dashboard.app import serve
+            from engine.dashboard.source import ControllerSource
+            dashboard = await serve(ControllerSource(self), self.opts.dashboard_host, self.opts.dashboard_port)
         try:
             if not self.opts.leader_elect:
                 await self.lead()
                 return 0
             return await self._elect()
         finally:
+            if dashboard is not None:
+                await dashboard.cleanup()
             await site.stop()
             await self.api_client.close()
 
@@ -213,12 +225,14 @@ class Runner:
             except OSError as exc:
                 raise InputError(f"cannot read policy: {exc.strerror}", self.opts.policy_file) from None
             self.policy = policy_source.load(text, self.opts.policy_file)
+            self._log_loaded(text, self.opts.policy_file)
             metrics.POLICY_GENERATION.inc()
         else:
             default = data_path("policies", "default.yaml")
             if not default.exists():
                 raise InputError("no policy given: use --policy-configmap NS/NAME or --policy FILE", "atoll run")
             self.policy = policy_source.load(default.read_text(), str(default))
+            self._log_loaded(default.read_text(), str(default))
             metrics.POLICY_GENERATION.inc()
 
     def _on_configmap(self, event: str, new: Any, old: Any) -> None:
@@ -234,6 +248,7 @@ class Runner:
         except (InputError, ValueError) as exc:
             metrics.RELOAD_ERRORS.inc()
             log.error("policy edit rejected, the previous policy keeps running: %s", exc)
+            self.policy_log.refused(text, str(exc))
             self.policy_text = text
             if self.controller is not None:
                 self.controller.retry_later(Event(_involved(new), "PolicyRejected",
@@ -242,6 +257,7 @@ class Runner:
             return
         self.policy_text = text
         self.policy = loaded
+        self._log_loaded(text, source)
         metrics.POLICY_GENERATION.inc()
         log.info("policy %s (%s) loaded from %s; mode %s", loaded.name, loaded.digest[:12], source, loaded.mode)
         if self.controller is not None:
@@ -249,6 +265,10 @@ class Runner:
             self.controller.retry_later(Event(_involved(new), "PolicyLoaded", f"policy {loaded.name} "
                                                                         f"({loaded.digest[:12]}) is running"))
             self.wake.set()
+
+    def _log_loaded(self, text: str, source: str) -> None:
+        assert self.policy is not None
+        self.policy_log.loaded(self.policy.name, self.policy.digest, text, source, self.policy.mode)
 
     # -- the loop ---------------------------------------------------------------------------------------
     async def _loop(self) -> None:
@@ -273,6 +293,7 @@ class Runner:
             start = time.perf_counter()
             items = ctl.step(now)
             metrics.CYCLE.observe(time.perf_counter() - start)
+            self.dashboard_version += 1 if items else 0
             if items:
                 try:
                     await writer.run(items)

@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from engine._data import shipped
 from engine.errors import InputError
 from engine.policy import load_policy
 from engine.pipeline import Pipeline
+from engine.sim.compare import column_names, compare_rows
 from engine.sim.driver import SimResult, simulate
 from engine.sim.report import build_report
 from engine.sim.scenario import Scenario, load_scenario
@@ -32,7 +34,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--compare", nargs="+", metavar="POLICY", help="policies to compare on SCENARIO (given last)")
     p.add_argument("--report", metavar="OUT.json", help="write the full JSON report (one per policy with --compare)")
     p.add_argument("--plot", metavar="OUT.png", help="write a PNG of backlog, utilisation and queue shares")
+    p.add_argument("--html", metavar="OUT.html", help="write one self-contained HTML report (charts, tables; "
+                                                     "opens from file:// offline); with --compare, one for all")
     p.add_argument("--seed", type=int, default=None, help="override spec.seed")
+    p.add_argument("--serve", action="store_true", help="run at --speed and serve the live dashboard meanwhile "
+                                                        "(and after, until Ctrl-C)")
+    p.add_argument("--speed", type=float, default=60.0, metavar="X",
+                   help="with --serve: simulated seconds per wall second (default 60)")
+    p.add_argument("--dashboard-port", type=int, default=8090, metavar="N", help="with --serve (default 8090; 0: any)")
+    p.add_argument("--dashboard-address", default="127.0.0.1", metavar="ADDR",
+                   help="with --serve: address to bind (default 127.0.0.1: this machine only)")
     p.set_defaults(func=run)
 
 
@@ -63,23 +74,77 @@ def run(args: argparse.Namespace, loader: PipelineLoader = load_pipeline, consol
         raise InputError("--compare needs at least two policies and then the scenario", "atoll simulate")
     if compare and args.policy:
         raise InputError("use either --policy or --compare", "atoll simulate")
+    if getattr(args, "serve", False) and compare:
+        raise InputError("--serve runs one policy: use --policy, not --compare", "atoll simulate")
+    if getattr(args, "serve", False) and not args.speed > 0:
+        raise InputError(f"--speed must be > 0, got {args.speed:g}", "atoll simulate --speed")
     scenario = load_scenario(shipped(scenario_path, "scenarios"), seed=args.seed)
     policies = [resolve_policy(p) for p in compare] if compare else [resolve_policy(args.policy)]
     pipelines = [loader(p) for p in policies]          # load (and validate) every policy before running any
+    if getattr(args, "serve", False):
+        return _serve(args, scenario, pipelines[0], policies[0], console)
     reports = []
     for index, (pipeline, name) in enumerate(pipelines):
         result = _simulate(scenario, pipeline, name, console)
-        report = build_report(result)
-        reports.append(report)
-        if args.report:
-            _write_json(report, _numbered(args.report, index, len(pipelines), name))
-        if args.plot:
-            from engine.sim.plot import write_plot
-            write_plot(report, _numbered(args.plot, index, len(pipelines), name))
+        reports.append(_outputs(args, result, policies[index], index, len(pipelines)))
     if compare:
         console.print(compare_table(reports))
     else:
         print_summary(reports[0], console)
+    if getattr(args, "html", None):
+        _write_html(reports, args.html)
+    return 0
+
+
+def _outputs(args: argparse.Namespace, result: SimResult, policy: Path, index: int, count: int) -> dict[str, Any]:
+    """The report of one run, written where asked (JSON, PNG)."""
+    report = build_report(result)
+    report["policyFile"] = str(policy)
+    if args.report:
+        _write_json(report, _numbered(args.report, index, count, result.policy))
+    if args.plot:
+        from engine.sim.plot import write_plot
+        write_plot(report, _numbered(args.plot, index, count, result.policy))
+    return report
+
+
+def _write_html(reports: list[dict[str, Any]], path: str) -> None:
+    from engine.sim.html import write_html
+    try:
+        write_html(reports, path)
+    except OSError as exc:
+        raise InputError(f"cannot write HTML report: {exc.strerror}", path) from None
+
+
+def _serve(args: argparse.Namespace, scenario: Scenario, loaded: tuple[Pipeline, str], policy: Path,
+           console: Console) -> int:
+    """Run the scenario paced at --speed with the live dashboard (engine/dashboard/simserve.py)."""
+    import asyncio
+
+    from engine.dashboard.simserve import policy_log, serve_simulation
+    from engine.sim.driver import Simulation
+
+    pipeline, name = loaded
+    sim = Simulation(scenario, pipeline, name)
+
+    def announce(url: str) -> None:
+        console.print(f"dashboard: {url} (simulating {scenario.name} at {args.speed:g}x; Ctrl-C to stop)")
+
+    def done(result: SimResult) -> None:
+        report = _outputs(args, result, policy, 0, 1)
+        print_summary(report, console)
+        if args.html:
+            _write_html([report], args.html)
+        console.print("simulation finished; the dashboard keeps serving its final state (Ctrl-C to stop)")
+
+    try:
+        asyncio.run(serve_simulation(sim, policy_log(policy, name), args.speed, args.dashboard_address,
+                                     args.dashboard_port, announce, done))
+    except KeyboardInterrupt:
+        pass
+    except OSError as exc:
+        raise InputError(f"cannot serve the dashboard: {exc.strerror or exc}",
+                         f"--dashboard-port {args.dashboard_port}") from None
     return 0
 
 
@@ -126,16 +191,19 @@ def _simulate(scenario: Scenario, pipeline: Pipeline, name: str, console: Consol
         bar.stop()
 
 
+UNDEFINED = "undefined"
+
+
 def _fmt(value: Any, unit: str = "") -> str:
     if value is None:
-        return "-"
+        return UNDEFINED
     if isinstance(value, float):
         return f"{value:,.1f}{unit}" if abs(value) >= 10 else f"{value:.3g}{unit}"
     return f"{value}{unit}"
 
 
 def _pct(value: Optional[float]) -> str:
-    return "-" if value is None else f"{100 * value:.1f}%"
+    return UNDEFINED if value is None else f"{100 * value:.1f}%"
 
 
 def print_summary(report: dict[str, Any], console: Console) -> None:
@@ -146,6 +214,9 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
                   show_header=False, title_justify="left")
     table.add_column("metric", style="bold")
     table.add_column("value")
+    if not s["outcome"]["complete"]:
+        table.add_row("[red]INCOMPLETE[/red]", "[red]" + ", ".join(s["outcome"]["problems"])
+                      + ": the makespan covers only the jobs that finished[/red]")
     states = ", ".join(f"{jobs[k]} {k.lower()}" for k in ("Succeeded", "Failed", "Pending", "Running") if jobs[k])
     table.add_row("jobs", f"{jobs['total']}: {states}")
     ratio = f" = {s['makespanRatio']:.3f} x lower bound {s['lowerBound']:,.0f}s" if s["makespanRatio"] else ""
@@ -155,56 +226,51 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
     table.add_row("wait (submit to start)", f"p50 {_fmt(s['wait']['p50'], 's')}, p95 {_fmt(s['wait']['p95'], 's')}, "
                                             f"max {_fmt(s['wait']['max'], 's')}")
     held, useful = s["utilisation"]["held"], s["utilisation"]["useful"]
-    table.add_row("utilisation (held / useful)",
-                  ", ".join(f"{name} {_pct(held[name])} / {_pct(useful[name])}" for name in held))
+    for name in held:
+        table.add_row(f"{name} held / useful", f"{_pct(held[name])} / {_pct(useful.get(name))}")
+    for item in s["pendingReasons"][:5]:
+        table.add_row("waited because" if item is s["pendingReasons"][0] else "",
+                      f"{item['jobs']} jobs: {escape(item['example'])}")
     sim = s["simulation"]
     table.add_row("simulation", f"{sim['wallSeconds']:.2f}s wall, {sim['cycles']} engine cycles, "
                                 f"{sim['jobsExamined']} job examinations"
                                 + (" (stopped at the horizon)" if sim["horizonReached"] else ""))
     console.print(table)
     if len(s["queues"]) > 1:
-        qt = Table(title="queues: dominant share of the fleet", title_justify="left")
-        for col in ("queue", "weight", "target", "mean share", "saturated share", "fraction", "off by"):
-            qt.add_column(col, justify="right" if col != "queue" else "left")
+        qt = Table(title="queues: dominant share of the fleet; target follows the queue hierarchy "
+                         "(fraction and off-by are measured while every queue has a backlog)", title_justify="left")
+        nested = any(q.get("parent") for q in s["queues"].values())
+        for col in ("queue", "parent", "weight", "target", "mean share", "saturated share", "fraction", "off by",
+                    "wait p50", "wait p95"):
+            if col != "parent" or nested:
+                qt.add_column(col, justify="right" if col not in ("queue", "parent") else "left")
         for name, q in s["queues"].items():
-            qt.add_row(name, str(q["weight"]), _pct(q["targetFraction"]), _pct(q["meanShare"]),
-                       _pct(q["saturatedMeanShare"]), _pct(q["saturatedFraction"]), _pct(q["deviationFromWeight"]))
+            parent = [escape(q.get("parent") or "")] if nested else []
+            qt.add_row(escape(name), *parent, str(q["weight"]), _pct(q["targetFraction"]),
+                       _pct(q["meanShare"]), _pct(q["saturatedMeanShare"]), _pct(q["saturatedFraction"]),
+                       _pct(q["deviationFromWeight"]), _fmt(q["wait"]["p50"], "s"), _fmt(q["wait"]["p95"], "s"))
         console.print(qt)
 
 
-COMPARE_METRICS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
-    ("jobs succeeded", lambda s: s["jobs"]["Succeeded"]),
-    ("jobs failed", lambda s: s["jobs"]["Failed"]),
-    ("jobs never ran", lambda s: s["jobs"]["Pending"]),
-    ("makespan (s)", lambda s: s["makespan"]),
-    ("makespan / lower bound", lambda s: s["makespanRatio"]),
-    ("partial gangs", lambda s: s["partialGangs"]),
-    ("attempts", lambda s: s["attempts"]["total"]),
-    ("wait p50 (s)", lambda s: s["wait"]["p50"]),
-    ("wait p95 (s)", lambda s: s["wait"]["p95"]),
-    ("cpu held", lambda s: s["utilisation"]["held"].get("cpu")),
-    ("cpu useful", lambda s: s["utilisation"]["useful"].get("cpu")),
-    ("worst queue off weight", lambda s: max((q["deviationFromWeight"] or 0.0 for q in s["queues"].values()),
-                                                 default=None) if len(s["queues"]) > 1 else None),
-    ("wall time (s)", lambda s: s["simulation"]["wallSeconds"]),
-]
-
-
 def compare_table(reports: list[dict[str, Any]]) -> Table:
-    """Metrics side by side; every later policy also as a ratio to the first, in its cell."""
+    """Metrics side by side (engine.sim.compare): the best of each row marked *, every later run
+    also as a ratio to the first, in its cell."""
     base = reports[0]
+    names = column_names(reports)
     table = Table(title=f"atoll simulate --compare: {base['scenario']} (members: {base['memberScheduler']}); "
-                        f"ratios are to {base['policy']}", title_justify="left")
+                        f"ratios are to {names[0]}; * best (undefined never ranks; makespan only among "
+                        f"runs that completed every job)", title_justify="left")
     table.add_column("metric", style="bold", no_wrap=True)
-    for r in reports:
-        table.add_column(r["policy"], justify="right", no_wrap=True)
-    for label, get in COMPARE_METRICS:
-        values = [get(r["summary"]) for r in reports]
-        cells = [_fmt(values[0])]
-        for v in values[1:]:
-            ratio = ""
-            if isinstance(v, (int, float)) and isinstance(values[0], (int, float)) and values[0]:
-                ratio = f" ({v / values[0]:.2f}x)"
-            cells.append(_fmt(v) + ratio)
-        table.add_row(label, *cells)
+    for name in names:
+        table.add_column(escape(name), justify="right", no_wrap=True)
+    for row in compare_rows(reports):
+        cells = []
+        for cell in row["cells"]:
+            text = _pct(cell["value"]) if row["percent"] else _fmt(cell["value"])
+            if cell["ratio"] is not None:
+                text += f" ({cell['ratio']:.2f}x)"
+            if cell["note"]:
+                text += f" [{cell['note']}]"
+            cells.append(("[bold green]* " + escape(text) + "[/bold green]") if cell["best"] else escape(text))
+        table.add_row(row["label"], *cells)
     return table

@@ -49,6 +49,7 @@ class SimJob:
     finish_time: Optional[float] = None
     reason: str = ""
     partial: bool = False              # had some but not all of its gang running at some time
+    reasons: list[tuple[float, str]] = field(default_factory=list)   # (time, new pending reason), changes only
 
 
 @dataclass
@@ -109,13 +110,23 @@ class Simulation:
         self.cycles = 0
         self.examined = 0
         self._fleet = scenario.fleet_allocatable
+        self._started = 0.0
+        self._stalled, self._previous = 0, -1.0
 
     # -- setup -----------------------------------------------------------------------------
     def _push(self, at: float, kind: int, payload: Any = None) -> None:
         heapq.heappush(self._events, (at, kind, next(self._seq), payload))
 
     def run(self) -> SimResult:
-        started = time.perf_counter()
+        self.start()
+        while True:
+            horizon_reached = self.step()
+            if horizon_reached is not None:
+                return self.finish(horizon_reached)
+
+    def start(self) -> None:
+        """Load the fleet into the engine and schedule every submission and cluster event."""
+        self._started = time.perf_counter()
         for queue in self.scenario.build_queues():
             self.engine.upsert_queue(queue)
         for name, member in self.members.items():
@@ -126,44 +137,57 @@ class Simulation:
         for event in self.scenario.events:
             self._push(event.at, CLUSTER, event)
         self._push(self.scenario.status_period, STATUS)
-        horizon_reached = self._loop()
+
+    def finish(self, horizon_reached: bool) -> SimResult:
         self._close()
         return SimResult(self.scenario, self.policy_name, self.jobs, self.timeline, self.held, self.now,
-                         self.cycles, self.examined, time.perf_counter() - started, horizon_reached)
+                         self.cycles, self.examined, time.perf_counter() - self._started, horizon_reached)
 
     # -- the loop ----------------------------------------------------------------------------
-    def _loop(self) -> bool:
+    def next_time(self) -> Optional[float]:
+        """When the next step happens (simulated seconds), or None when nothing is left to happen.
+        For a paced run (``atoll simulate --serve``), which sleeps until then."""
+        next_time = self._events[0][0] if self._events else None
+        timer = self.engine.next_timer()
+        if timer is not None:
+            timer = max(timer, self._last_cycle + self.scenario.schedule_period, self.now)
+            if next_time is None or timer < next_time:
+                next_time = timer
+        return next_time
+
+    def step(self) -> Optional[bool]:
+        """Advance to the next timestamp and apply everything due then. None: more to come; otherwise
+        the run is over (True if it stopped at the horizon)."""
         period = self.scenario.schedule_period
-        stalled, previous = 0, -1.0
-        while True:
-            stalled, previous = (stalled + 1 if self.now == previous else 0), self.now
-            if stalled > 1000:              # a bug, not an input problem: fail loudly instead of spinning
-                raise RuntimeError(f"simulator made no progress at t={self.now}")
-            next_time = self._events[0][0] if self._events else None
-            timer = self.engine.next_timer()
-            if timer is not None:
-                timer = max(timer, self._last_cycle + period, self.now)
-                if next_time is None or timer < next_time:
-                    next_time = timer
-                    self._dirty = True
-            if next_time is None:
-                return False
-            if next_time > self.scenario.horizon:
-                self._advance(self.scenario.horizon)
-                return True
-            self._advance(next_time)
-            while self._events and self._events[0][0] <= self.now:
-                _, kind, _, payload = heapq.heappop(self._events)
-                self._apply(kind, payload)
-            self._schedule_members()
-            if self._dirty:
-                if self.now >= self._last_cycle + period:    # the timer's own expression: no float drift
-                    self._cycle()
-                    self._schedule_members()
-                elif not self._cycle_pending:
-                    self._cycle_pending = True
-                    self._push(self._last_cycle + period, CYCLE)
-            self._check_gangs()
+        self._stalled, self._previous = (self._stalled + 1 if self.now == self._previous else 0), self.now
+        if self._stalled > 1000:              # a bug, not an input problem: fail loudly instead of spinning
+            raise RuntimeError(f"simulator made no progress at t={self.now}")
+        next_time = self._events[0][0] if self._events else None
+        timer = self.engine.next_timer()
+        if timer is not None:
+            timer = max(timer, self._last_cycle + period, self.now)
+            if next_time is None or timer < next_time:
+                next_time = timer
+                self._dirty = True
+        if next_time is None:
+            return False
+        if next_time > self.scenario.horizon:
+            self._advance(self.scenario.horizon)
+            return True
+        self._advance(next_time)
+        while self._events and self._events[0][0] <= self.now:
+            _, kind, _, payload = heapq.heappop(self._events)
+            self._apply(kind, payload)
+        self._schedule_members()
+        if self._dirty:
+            if self.now >= self._last_cycle + period:    # the timer's own expression: no float drift
+                self._cycle()
+                self._schedule_members()
+            elif not self._cycle_pending:
+                self._cycle_pending = True
+                self._push(self._last_cycle + period, CYCLE)
+        self._check_gangs()
+        return None
 
     def _advance(self, to: float) -> None:
         dt = to - self.now
@@ -198,6 +222,7 @@ class Simulation:
         if refusal is not None:
             sim = self.jobs[spec.id]
             sim.state, sim.finish_time, sim.reason = "Failed", self.now, f"rejected: {refusal.reason}"
+            sim.reasons.append((self.now, sim.reason))
             self._done += 1
         self._dirty = True
 
@@ -207,6 +232,9 @@ class Simulation:
         result = self.engine.cycle(self.now)
         self.cycles += 1
         self.examined += result.examined
+        for job_id, reason in result.reasons.items():
+            if job_id in self.jobs:
+                self.jobs[job_id].reasons.append((self.now, reason))
         for admission in result.admitted:
             self._dispatch(admission)
 
@@ -282,6 +310,8 @@ class Simulation:
             self._running -= 1
             add_into(self._running_demand, _demand(sim.spec), -1)
         recovery = self.engine.fail(job_id, Failure(kind, cluster, message), self.now)
+        if recovery.reason:
+            sim.reasons.append((self.now, recovery.reason))
         if not recovery.requeue:
             sim.state, sim.finish_time, sim.reason = "Failed", self.now, recovery.reason
             self._done += 1
