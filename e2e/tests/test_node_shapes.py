@@ -17,10 +17,10 @@ import pytest
 from e2e import conftest
 from e2e.harness.config import load_config
 from e2e.harness.fleet import Fleet, FleetInfo, state_root
-from e2e.harness.kube import Kube
+from e2e.harness.kube import Kube, KubeError
 from e2e.tests.controller_support import (annotations_of, atoll, events_for, is_paused, job, rb_name, wait_admitted,
                                           wait_pending)
-from e2e.tests.support import (binding, condition, delete, merge_patch, namespace, propagation_policy, unique,
+from e2e.tests.support import (binding, condition, create, delete, merge_patch, namespace, propagation_policy, unique,
                                 until)
 from engine.core.nodefit import allocatable_modelings
 from engine.kube.resource_models import model_grades
@@ -252,3 +252,37 @@ def test_stuck_pod_is_detected_in_gate_mode_too(gpu_fleet: FleetInfo, gns: str, 
                          60, show=ctl.log_tail)
         assert "unschedulable in member1" in requeued[0]["message"], requeued[0]["message"]
         assert ctl.alive()
+
+
+def test_member_pod_watch_needs_get_on_clusters_proxy_and_pods_in_the_member(gpu_fleet: FleetInfo, gns: str) -> None:
+    """The chart's rule (charts/atoll: `get` on clusters/proxy) is enough to list and watch a member's pods through
+    Karmada's proxy, which impersonates the caller there: the member must grant it list/watch on pods."""
+    host, m1 = gpu_fleet.host(), gpu_fleet.member("member1")
+    sa, user = "probe", f"system:serviceaccount:{gns}:probe"
+    host.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": gns}})
+    rbac = "rbac.authorization.k8s.io/v1"
+    grants = [(host, {"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": gns}, "rules": [
+                  {"apiGroups": ["cluster.karmada.io"], "resources": ["clusters/proxy"], "verbs": ["get"]}]}),
+              (m1, {"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": gns}, "rules": [
+                  {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}]})]
+    try:
+        for kube, role in grants:
+            kube.apply(role)
+            kube.apply({"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": {"name": gns},
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": gns},
+                        "subjects": [{"kind": "User", "name": user}]})
+        token = create(host, f"/api/v1/namespaces/{gns}/serviceaccounts/{sa}/token",
+                       {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})["status"]["token"]
+        probe = Kube(gpu_fleet.host_server, gpu_fleet.ca_file, token, "probe")
+        pods = "/api/v1/pods?fieldSelector=spec.nodeName%3D"
+        listed = until("RBAC in effect", lambda: probe.get_or_none(f"{CLUSTERS}/member1/proxy{pods}"), 30)
+        assert listed["kind"] == "PodList"
+        seen = list(probe.watch(f"{CLUSTERS}/member1/proxy{pods}", listed["metadata"]["resourceVersion"], 1))
+        assert all(e["type"] == "BOOKMARK" for e in seen), seen     # a watch opens and ends after 1 s, no ERROR
+        with pytest.raises(KubeError, match="HTTP 403") as denied:
+            probe.get(f"{CLUSTERS}/member2/proxy{pods}")        # member2 grants nothing
+        assert "cannot list resource \"pods\"" in str(denied.value)
+    finally:
+        for kube, _ in grants:
+            delete(kube, f"/apis/{rbac}/clusterrolebindings/{gns}")
+            delete(kube, f"/apis/{rbac}/clusterroles/{gns}")
