@@ -8,6 +8,7 @@ nodes; on summed totals binpack prefers member1 (15 of 16 GPUs used after it, ag
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Optional
@@ -115,7 +116,7 @@ def test_karmada_allocatable_modelings_equal_nodefit(gpu_fleet: FleetInfo) -> No
 
 
 def policy(mode: str) -> str:
-    text = (REPO / "policies" / "default.yaml").read_text().replace("placementMode: gate", f"placementMode: {mode}")
+    text = re.sub(r"placementMode: \w+", f"placementMode: {mode}", (REPO / "policies" / "default.yaml").read_text())
     text = text.replace("initialDelay: 10s", "initialDelay: 1s")
     assert f"placementMode: {mode}" in text and "initialDelay: 1s" in text
     return text
