@@ -105,6 +105,13 @@ class Job:
         return total
 
     @cached_property
+    def shape(self) -> tuple[tuple[str, int, int, tuple[tuple[str, int], ...]], ...]:
+        """Every task as (name, replicas, minAvailable, per-replica resources in their order): a hashable image of
+        everything ``tasks``, ``demand`` and ``min_demand`` say, for plugins' ``verdict_key``. Cached like
+        ``demand``: a changed job is a new Job object."""
+        return tuple((t.name, t.replicas, t.min_available, tuple(t.resources.items())) for t in self.tasks)
+
+    @cached_property
     def pods(self) -> Pods:
         """All replicas as (per-pod request, count): what must fit on nodes, not just in totals."""
         return _pods((t.resources, t.replicas) for t in self.tasks)

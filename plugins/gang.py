@@ -14,7 +14,7 @@ over the candidate clusters.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Hashable, Optional, Union
 
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
@@ -39,9 +39,13 @@ class Gang(Plugin):
         super().__init__(configure(self.schema(), config, where), cel, where)
         self.allow_split = bool(self.config["allowSplit"])
         self._reasons = ReasonCache()
+        self._node_texts: dict[object, str] = {}        # refusal texts by the gang minimum's pods
 
     def judges_fitting_clusters_only(self) -> bool:
         return not self.allow_split      # one cluster holding the minimum; a split gang also uses smaller ones
+
+    def verdict_key(self, job: Job) -> Optional[Hashable]:
+        return job.shape                  # tasks, minimum and demand; nothing of the queue
 
     # -- admit ------------------------------------------------------------------------------
     @hookimpl
@@ -49,12 +53,16 @@ class Gang(Plugin):
         need = job.min_demand
         have = state.fleet_free if self.allow_split else state.max_free
         if fits(need, have):
-            if self.allow_split or not state.any_node_shapes or \
-                    state.clusters_fitting_pods(need, job.min_pods, state.ready_clusters()):
+            if self.allow_split or not state.any_node_shapes or state.fits_somewhere(need, job.min_pods):
                 return None
-            return Refusal(f"gang needs {format_resources(need)} in one cluster and its pods ({pods_text(job.min_pods)}) "
-                           f"on nodes: no ready cluster's nodes can hold them (node shapes from resource models)",
-                           self.name)
+            text = self._node_texts.get(job.min_pods)
+            if text is None:
+                if len(self._node_texts) >= 4096:
+                    self._node_texts.clear()
+                text = self._node_texts[job.min_pods] = (
+                    f"gang needs {format_resources(need)} in one cluster and its pods ({pods_text(job.min_pods)}) "
+                    f"on nodes: no ready cluster's nodes can hold them (node shapes from resource models)")
+            return Refusal(text, self.name)
         return Refusal(self._reasons.get(_ACROSS if self.allow_split else _ONE, need, have), self.name)
 
     # -- place ------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ without enough free GPUs.
 from __future__ import annotations
 
 import fnmatch
-from typing import Any, Optional
+from typing import Any, Hashable, Optional
 
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
@@ -131,6 +131,10 @@ class GpuCapacity(Plugin):
 
     def judges_fitting_clusters_only(self) -> bool:
         return True      # a filter per cluster, no placement of its own
+
+    def verdict_key(self, job: Job) -> Optional[Hashable]:
+        # GPU quotas are per queue; the model is asked for by a label or annotation
+        return (job.queue, job.shape, job.labels.get(self.job_key) or job.annotations.get(self.job_key) or "")
 
     # -- admit --------------------------------------------------------------------------------
     @hookimpl

@@ -11,7 +11,7 @@ whose replicas do not all fit, is left to the next place plugin.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Hashable, Optional
 
 from engine.core.nodefit import max_replicas, pack
 from engine.core.state import FleetState
@@ -38,6 +38,9 @@ class Spread(Plugin):
 
     def judges_fitting_clusters_only(self) -> bool:
         return not self.split      # a score per cluster; splitting replicas uses clusters too small for the job
+
+    def verdict_key(self, job: Job) -> Optional[Hashable]:
+        return job.shape
 
     @hookimpl
     def atoll_score(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, int]:

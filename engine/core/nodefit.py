@@ -22,7 +22,8 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional, Sequence, Union
+from functools import lru_cache
+from typing import Iterable, Mapping, Optional, Sequence, Union, cast
 
 from engine.resources import CPU, MEMORY, PODS
 
@@ -56,6 +57,7 @@ class NodeShapes:
 
     nodes: tuple[tuple[Vector, int], ...]
     resources: frozenset[str]
+    karmada_defaults: bool = False      # the grades are Karmada's default cpu/memory models (DEFAULT_GRADES)
 
     @classmethod
     def from_models(cls, grades: Mapping[int, Mapping[str, int]], counts: Mapping[int, int]) -> "NodeShapes":
@@ -70,16 +72,18 @@ class NodeShapes:
         for mins in grades.values():
             names.update(mins)
         buckets = [(vector(mins), int(counts.get(grade, 0))) for grade, mins in sorted(grades.items())]
-        return cls.of(buckets, frozenset(names))
+        defaults = [vector(mins) for _, mins in sorted(grades.items())] == [vector(g) for g in DEFAULT_GRADES]
+        return cls.of(buckets, frozenset(names), defaults)
 
     @classmethod
-    def of(cls, buckets: Iterable[tuple[Vector, int]], resources: frozenset[str]) -> "NodeShapes":
+    def of(cls, buckets: Iterable[tuple[Vector, int]], resources: frozenset[str],
+           karmada_defaults: bool = False) -> "NodeShapes":
         """Canonical form: merge equal vectors, drop empty buckets, sort ascending."""
         merged: dict[Vector, int] = {}
         for vec, count in buckets:
             if count > 0:
                 merged[vec] = merged.get(vec, 0) + count
-        return cls(tuple(sorted(merged.items())), resources)
+        return cls(tuple(sorted(merged.items())), resources, karmada_defaults)
 
     @property
     def count(self) -> int:
@@ -109,17 +113,32 @@ PerPod = Union[Mapping[str, int], Vector]
 
 def pairs(per_pod: PerPod) -> Iterable[tuple[str, int]]:
     """(resource, amount) pairs of a pod's request, whichever form it comes in."""
-    return per_pod.items() if isinstance(per_pod, Mapping) else per_pod
+    # a dict check, not typing.Mapping's (an ABC check costs ~1 us on this hot path)
+    return per_pod.items() if isinstance(per_pod, dict) else cast(Vector, per_pod)
 
 
 def _graded(per_pod: PerPod, resources: frozenset[str]) -> Vector:
-    items = pairs(per_pod)
-    return tuple(sorted((k, v) for k, v in items if v > 0 and k in resources))
+    if isinstance(per_pod, tuple):
+        return _graded_vector(per_pod, resources)
+    return tuple(sorted((k, v) for k, v in pairs(per_pod) if v > 0 and k in resources))
+
+
+@lru_cache(maxsize=8192)
+def _graded_vector(per_pod: Vector, resources: frozenset[str]) -> Vector:
+    return tuple((k, v) for k, v in per_pod if v > 0 and k in resources)     # already sorted
+
+
+@lru_cache(maxsize=8192)
+def _as_dict(free: Vector) -> dict[str, int]:
+    return dict(free)
+
+
+# ``_as_dict``: a vector's dict form, shared (read only): ``_per_node`` runs per bucket per fit check.
 
 
 def _per_node(free: Vector, request: Vector) -> int:
     """How many pods of ``request`` (graded part, non-empty) one node with ``free`` holds."""
-    have = dict(free)
+    have = _as_dict(free)
     best = UNBOUNDED
     for name, amount in request:
         n = have.get(name, 0) // amount
@@ -130,14 +149,15 @@ def _per_node(free: Vector, request: Vector) -> int:
     return best
 
 
-def max_replicas(shapes: NodeShapes, per_pod: PerPod) -> int:
+def max_replicas(shapes: NodeShapes, per_pod: PerPod, per_node_cap: int = UNBOUNDED) -> int:
     """How many pods of shape ``per_pod`` the virtual nodes hold: the sum over nodes of what each
-    holds (first-fit of identical pods fills node by node, so order does not matter). ``UNBOUNDED``
-    when the pod requests none of the graded resources."""
+    holds (first-fit of identical pods fills node by node, so order does not matter), at most
+    ``per_node_cap`` per node (Karmada gives its virtual nodes ``pods: 110``). ``UNBOUNDED`` when the
+    pod requests none of the graded resources."""
     request = _graded(per_pod, shapes.resources)
     if not request:
         return UNBOUNDED
-    return sum(n * _per_node(vec, request) for vec, n in shapes.nodes)
+    return sum(n * min(per_node_cap, _per_node(vec, request)) for vec, n in shapes.nodes)
 
 
 def _sub(free: Vector, request: Vector, times: int) -> Vector:
@@ -166,8 +186,24 @@ def pack(shapes: NodeShapes, demands: Sequence[tuple[PerPod, int]]) -> Optional[
         buckets, left = _fill(buckets, request, count, range(len(buckets)))
         if left:
             return None
-        buckets = list(NodeShapes.of(buckets, shapes.resources).nodes)
-    return NodeShapes.of(buckets, shapes.resources)
+        buckets = list(NodeShapes.of(buckets, shapes.resources, shapes.karmada_defaults).nodes)
+    return NodeShapes.of(buckets, shapes.resources, shapes.karmada_defaults)
+
+
+def fits(shapes: NodeShapes, demands: Sequence[tuple[PerPod, int]]) -> bool:
+    """``pack(shapes, demands) is not None``, without building what is left when there is one pod shape."""
+    if len(demands) == 1:
+        per_pod, count = demands[0]
+        request = _graded(per_pod, shapes.resources)
+        if not request or count <= 0:
+            return True
+        fit = 0
+        for vec, n in shapes.nodes:
+            fit += n * _per_node(vec, request)
+            if fit >= count:
+                return True
+        return False
+    return pack(shapes, demands) is not None
 
 
 def reserve(shapes: NodeShapes, demands: Sequence[tuple[PerPod, int]]) -> NodeShapes:
@@ -179,14 +215,14 @@ def reserve(shapes: NodeShapes, demands: Sequence[tuple[PerPod, int]]) -> NodeSh
     buckets = list(shapes.nodes)
     for request, count in _order(demands, shapes.resources):
         buckets, left = _fill(buckets, request, count, range(len(buckets) - 1, -1, -1))
-        buckets = list(NodeShapes.of(buckets, shapes.resources).nodes)
+        buckets = list(NodeShapes.of(buckets, shapes.resources, shapes.karmada_defaults).nodes)
         while left and buckets:
             vec, n = buckets.pop()              # canonical order: the last bucket is the largest
             gone = min(n, left)
             left -= gone
             if n > gone:
                 buckets.append((vec, n - gone))
-    return NodeShapes.of(buckets, shapes.resources)
+    return NodeShapes.of(buckets, shapes.resources, shapes.karmada_defaults)
 
 
 def _fill(buckets: list[tuple[Vector, int]], request: Vector, count: int,
@@ -272,7 +308,7 @@ def allocatable_modelings(grades: Sequence[Mapping[str, int]],
     ``break`` there instead and drops every node listed after it (karmada-io/karmada#7757, fix in
     PR #7761); Atoll does not reproduce that bug: its result equals Karmada's whenever no node is
     pod-full, and equals the fixed Karmada's always."""
-    counts = [0] * len(grades)
+    frees = []
     for allocatable, pods in nodes:
         free = dict(allocatable)
         used_pods = 0
@@ -285,6 +321,14 @@ def allocatable_modelings(grades: Sequence[Mapping[str, int]],
             free[PODS] = allocatable[PODS] - used_pods
             if free[PODS] <= 0:
                 continue
+        frees.append(free)
+    return count_grades(grades, frees)
+
+
+def count_grades(grades: Sequence[Mapping[str, int]], frees: Iterable[Mapping[str, int]]) -> list[int]:
+    """Node count per grade for nodes with these free vectors (pod-full nodes already left out)."""
+    counts = [0] * len(grades)
+    for free in frees:
         counts[grade_of(free, grades)] += 1
     return counts
 

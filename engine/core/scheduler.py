@@ -8,17 +8,22 @@ the rest of the cycle sees the reduced capacity and queue headroom.
 
 Work per cycle is O(changes): a job refused at capacity epoch E is re-examined only
 when new capacity appears (the epoch moves), when its own retry time comes, or when
-it changes. Otherwise only newly arrived jobs are looked at.
+it changes. Otherwise only newly arrived jobs are looked at. When capacity does move,
+the backlog is walked by verdict key (``engine.core.backlog``): a key refused once in
+a state refuses every job of its queue with that key without calling the pipeline,
+so the pipeline runs O(keys) times, not O(backlog). ``Engine(exhaustive=True)`` (and
+any policy with a plugin that declares no ``verdict_key``) examines job by job.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-from typing import Iterator, Optional
+from typing import Hashable, Iterator, Optional, Protocol
 
 from sortedcontainers import SortedList
 
+from engine.core.backlog import Backlog, Entry, Group, QueueWalk
 from engine.core.state import FleetState
 from engine.model import (Admission, Cluster, CycleResult, Failure, Job, JobState, Placement, Queue, Recovery,
                           Refusal)
@@ -31,9 +36,14 @@ _IndexEntry = tuple[tuple, int, str]
 class Engine:
     """Owns a FleetState and a Pipeline; adapters call its methods and carry out CycleResults."""
 
-    def __init__(self, pipeline: Pipeline, state: Optional[FleetState] = None) -> None:
+    def __init__(self, pipeline: Pipeline, state: Optional[FleetState] = None, exhaustive: bool = False) -> None:
         self.pipeline = pipeline
         self.state = state or FleetState()
+        self.exhaustive = exhaustive                   # examine job by job (the reference the tests compare with)
+        self._keyed = not exhaustive and pipeline.declares_verdict_keys
+        self._backlog = Backlog()                      # pending jobs by queue and verdict key (when keyed)
+        self._memo: dict[Hashable, tuple[int, Refusal]] = {}    # group key -> (admissions, refusal) this cycle
+        self._result = CycleResult()
         self._pending: dict[str, SortedList] = {}      # queue name -> pending jobs in order
         self._dirty: set[str] = set()                  # job ids to examine next cycle
         self._timers: list[tuple[float, str]] = []     # (time, job id) retries and backoffs
@@ -46,6 +56,8 @@ class Engine:
     def set_pipeline(self, pipeline: Pipeline) -> None:
         """Switch policy: every waiting or rejected job is enqueued and keyed again."""
         self.pipeline = pipeline
+        self._keyed = not self.exhaustive and pipeline.declares_verdict_keys
+        self._backlog.clear()
         self._pending.clear()
         self._queue_keys.clear()
         for job in self.state.jobs.values():
@@ -167,12 +179,13 @@ class Engine:
         self._fire_timers(now)
         full = state.capacity_epoch != self._epoch_seen
         self._epoch_seen = state.capacity_epoch
-        result = CycleResult(full=full)
+        result = self._result = CycleResult(full=full)
         self.pipeline.cycle_start(state=state, now=now)
         self._queue_keys.clear()
-        cursors = self._candidates(full)
+        self._memo.clear()
+        sources = self._sources(full, now)
         self._dirty.clear()
-        heap: list[tuple[tuple, str]] = [(self._queue_key(name), name) for name in cursors]
+        heap: list[tuple[tuple, str]] = [(self._queue_key(name), name) for name in sources]
         heapq.heapify(heap)
         while heap:
             key, name = heap[0]
@@ -183,15 +196,26 @@ class Engine:
             # A refusal changes no queue's key, so this queue stays first: keep taking its jobs until
             # one is admitted (then its key, and maybe the order, change) or it has none left.
             admissions = self._admissions
-            for job in cursors[name]:
+            source = sources[name]
+            while True:
+                job = source.take()
+                if job is None:
+                    heapq.heappop(heap)
+                    break
                 result.examined += 1
-                self._examine(job, now, result)
+                source.examined(job, self._examine(job, now, result))
                 if self._admissions != admissions:
                     heapq.heapreplace(heap, (self._queue_key(name), name))
                     break
-            else:
-                heapq.heappop(heap)
         return result
+
+    def _sources(self, full: bool, now: float) -> dict[str, "_Source"]:
+        """Per queue, the jobs this cycle examines, in order: a QueueWalk by verdict key over the whole
+        backlog (full cycle, keyed policy), else the candidates one by one."""
+        if full and self._keyed:
+            return {q: _Walk(self, QueueWalk(groups.values(), self._admissions, self._block_range), now)
+                    for q, groups in self._backlog.queues.items()}
+        return {q: _Listed(self, jobs, now) for q, jobs in self._candidates(full).items()}
 
     def _candidates(self, full: bool) -> dict[str, Iterator[Job]]:
         jobs = self.state.jobs
@@ -214,23 +238,26 @@ class Engine:
         self._queue_keys[name] = (self._admissions, key)
         return key
 
-    def _examine(self, job: Job, now: float, result: CycleResult) -> None:
+    def _examine(self, job: Job, now: float, result: CycleResult) -> Optional[Refusal]:
+        """Examine one job: admit it (None) or refuse it (the Refusal, already recorded on the job)."""
         state = self.state
         if job.not_before > now:
             # no retry_at: _enqueue already set the timer for not_before; another would pile up per cycle
-            self._block(job, Refusal(f"backing off after failure until t={job.not_before:g}", "engine"), result)
-            return
+            refusal = Refusal(f"backing off after failure until t={job.not_before:g}", "engine")
+            self._block(job, refusal, result)
+            return refusal
         if job.queue not in state.queues:
-            self._block(job, Refusal(f"queue {job.queue!r} does not exist", "engine"), result)
-            return
+            refusal = Refusal(f"queue {job.queue!r} does not exist", "engine")
+            self._block(job, refusal, result)
+            return refusal
         refusal = self.pipeline.admit_positional(job, state)
         if refusal is not None:
             self._block(job, refusal, result)
-            return
+            return refusal
         decided = self._place(job)
         if isinstance(decided, Refusal):
             self._block(job, decided, result)
-            return
+            return decided
         job.state = JobState.ADMITTED
         job.placement = decided
         job.admitted_at = now
@@ -240,6 +267,7 @@ class Engine:
         state.hold(job)
         self._admissions += 1
         result.admitted.append(Admission(job.id, job.queue, decided, now))
+        return None
 
     def _place(self, job: Job) -> Placement | Refusal:
         state = self.state
@@ -295,12 +323,42 @@ class Engine:
         if refusal.reason != job.pending_reason:
             job.pending_reason = refusal.reason
             result.reasons[job.id] = refusal.reason
+            group = self._backlog.group(job.id) if self._keyed else None
+            if group is not None and group.reason != refusal.reason:
+                group.reason = refusal.reason if len(group.entries) == 1 else None
         if refusal.retry_at is not None:
             heapq.heappush(self._timers, (refusal.retry_at, job.id))
+
+    def _block_range(self, group: Group, refusal: Refusal, since: Entry, upto: Optional[Entry]) -> None:
+        """``refusal`` for the jobs of ``group`` from ``since`` to ``upto`` (None: its last), as if each had
+        been examined: O(1) when they all show that reason already."""
+        text = refusal.reason
+        if group.reason == text:
+            return
+        entries = group.entries
+        if not entries:
+            return
+        jobs, reasons, epoch = self.state.jobs, self._result.reasons, self.state.capacity_epoch
+        for _, _, job_id in entries.irange(since, upto):
+            job = jobs[job_id]
+            job.blocked_epoch = epoch
+            if job.pending_reason != text:
+                job.pending_reason = text
+                reasons[job_id] = text
+        group.reason = text if upto is None and since <= entries[0] else None
+
+    def _shares(self, job: Job, refusal: Optional[Refusal], now: float) -> Optional[Refusal]:
+        """``refusal`` when every job of ``job``'s group would get it in the same state, else None."""
+        if refusal is None or refusal.retry_at is not None or job.not_before > now:
+            return None
+        group = self._backlog.group(job.id)
+        return refusal if group is not None and group.shared else None
 
     # -- pending index ----------------------------------------------------------------
     def _enqueue(self, job: Job) -> Optional[Refusal]:
         job.demand, job.min_demand    # computed once on arrival (cached), not inside the next cycle
+        if self.state.any_node_shapes:
+            job.min_pods              # likewise the gang minimum's pods, for node-aware fit
         refusal = self.pipeline.enqueue(job=job, state=self.state)
         if refusal is not None:
             job.state = JobState.REJECTED
@@ -308,20 +366,40 @@ class Engine:
             return refusal
         job.sort_key = join_keys(self.pipeline.job_order(job=job, state=self.state))
         self._pending.setdefault(job.queue, SortedList()).add((job.sort_key, job.seq, job.id))
+        if self._keyed:
+            self._backlog.add(job, self._verdict_key(job))
         self._dirty.add(job.id)
         if job.not_before > self.state.now:
             heapq.heappush(self._timers, (job.not_before, job.id))
         return None
 
+    def _verdict_key(self, job: Job) -> Optional[Hashable]:
+        """The engine's part (queue, exclusions, tasks) joined with the plugins' keys; None (a group of its
+        own) while the job backs off, since its refusal then names its own end time."""
+        if job.not_before > self.state.now:
+            return None
+        plugins = self.pipeline.verdict_key(job)
+        if plugins is None:
+            return None
+        return (job.queue, frozenset(job.excluded_clusters), job.shape, plugins)
+
     def _unindex(self, job: Job) -> None:
         entries = self._pending.get(job.queue)
         if entries is not None:
             entries.discard((job.sort_key, job.seq, job.id))
+        if self._keyed:
+            self._backlog.remove(job)
 
     def _fire_timers(self, now: float) -> None:
         while self._timers and self._timers[0][0] <= now:
             _, job_id = heapq.heappop(self._timers)
             self._dirty.add(job_id)
+            job = self.state.jobs.get(job_id)
+            if self._keyed and job is not None and job.state is JobState.PENDING and job.not_before <= now:
+                group = self._backlog.group(job_id)
+                if group is not None and not group.shared:      # its backoff ended: join its key's group
+                    self._backlog.remove(job)
+                    self._backlog.add(job, self._verdict_key(job))
 
     def next_timer(self) -> Optional[float]:
         """When the next retry or backoff ends (for adapters that sleep between cycles)."""
@@ -383,3 +461,58 @@ def _rescale(placement: Placement, job: Job) -> Placement:
         if placed != task.replicas and first is not None:
             out[first][task.name] = max(0, out[first].get(task.name, 0) + task.replicas - placed)
     return out
+
+
+class _Source(Protocol):
+    def take(self) -> Optional[Job]: ...
+
+    def examined(self, job: Job, refusal: Optional[Refusal]) -> None: ...
+
+
+class _Walk:
+    """A queue's whole backlog, walked by verdict key (see engine.core.backlog.QueueWalk)."""
+
+    def __init__(self, engine: Engine, walk: QueueWalk, now: float) -> None:
+        self.engine = engine
+        self.walk = walk
+        self.now = now
+        self.current: Optional[tuple[Entry, Group]] = None
+
+    def take(self) -> Optional[Job]:
+        self.current = self.walk.take(self.engine._admissions)
+        return None if self.current is None else self.engine.state.jobs[self.current[0][2]]
+
+    def examined(self, job: Job, refusal: Optional[Refusal]) -> None:
+        assert self.current is not None
+        entry, group = self.current
+        self.walk.examined(entry, group, self.engine._shares(job, refusal, self.now))
+
+
+class _Listed:
+    """Candidates one by one (new, changed or timed-out jobs; every job when exhaustive). A job whose
+    group was refused earlier in the same state gets that refusal without calling the pipeline."""
+
+    def __init__(self, engine: Engine, jobs: Iterator[Job], now: float) -> None:
+        self.engine = engine
+        self.jobs = jobs
+        self.now = now
+
+    def take(self) -> Optional[Job]:
+        engine = self.engine
+        for job in self.jobs:
+            if engine._keyed and job.not_before <= self.now:
+                group = engine._backlog.group(job.id)
+                known = engine._memo.get(group.key) if group is not None and group.shared else None
+                if known is not None and known[0] == engine._admissions:
+                    engine._block(job, known[1], engine._result)
+                    continue
+            return job
+        return None
+
+    def examined(self, job: Job, refusal: Optional[Refusal]) -> None:
+        engine = self.engine
+        if engine._keyed:
+            shared = engine._shares(job, refusal, self.now)
+            group = engine._backlog.group(job.id)
+            if shared is not None and group is not None:
+                engine._memo[group.key] = (engine._admissions, shared)

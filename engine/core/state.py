@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from engine.core.fitindex import FitIndex
-from engine.core.nodefit import UNBOUNDED, NodeShapes, PerPod, max_replicas, more_room, pack, pairs, reserve
+from engine.core.nodefit import UNBOUNDED, NodeShapes, PerPod, fits, max_replicas, more_room, pairs, reserve
 from engine.model import Cluster, Job, JobState, Pods, Queue
 from engine.resources import Resources, add_into, clamp_nonnegative, sub
 
@@ -41,10 +41,9 @@ class FleetState:
         self._ready: Optional[list[Cluster]] = None
         self._children: Optional[dict[str, list[str]]] = None
         self._fits = FitIndex()                         # request -> clusters where it fits, kept incrementally
-        # node view (engine.core.nodefit): cluster -> job id -> in-flight pods, mirroring _inflight
-        self._inflight_pods: dict[str, dict[str, Pods]] = {}
         self._nodes: dict[str, Optional[NodeShapes]] = {}   # cluster -> reported shapes minus in-flight pods
         self._shaped: set[str] = set()                      # clusters that report node shapes
+        self._fit_memo: dict[str, dict[object, bool]] = {}  # cluster -> pods -> fits its node view now
 
     # -- capacity views ----------------------------------------------------------
     def free(self, cluster: str) -> Resources:
@@ -61,14 +60,21 @@ class FleetState:
         """The cluster's virtual nodes now: its reported node shapes with Atoll's in-flight pods booked
         on them (largest nodes first: ``nodefit.reserve``). None when it reports no resource models
         (then only its totals are known). Finished jobs are not credited back here, unlike ``free``
-        (which nodes they freed is unknown): the next report shows them. Do not mutate."""
+        (which nodes they freed is unknown): the next report shows them. Karmada's *default* cpu/memory
+        models are not used (None as well): their lower edges make e.g. a 10-cpu/10Gi node a 1-cpu/4Gi
+        one, so a conservative view from them would refuse nearly everything (see ARCHITECTURE.md).
+        Do not mutate."""
         if cluster in self._nodes:
             return self._nodes[cluster]
         shapes = self.clusters[cluster].node_shapes
+        if shapes is not None and shapes.karmada_defaults:
+            shapes = None
         if shapes is not None:
-            flights = self._inflight_pods.get(cluster)
+            flights = self._inflight.get(cluster)
             if flights:
-                shapes = reserve(shapes, [pod for pods in flights.values() for pod in pods])
+                jobs = self.jobs
+                shapes = reserve(shapes, [pod for job_id in flights if job_id in jobs
+                                          for pod in jobs[job_id].placed_pods(cluster)])
         self._nodes[cluster] = shapes
         return shapes
 
@@ -98,13 +104,26 @@ class FleetState:
             if amount > free.get(name, 0):
                 return False
         shapes = self.nodes(cluster)
-        return shapes is None or pack(shapes, pods) is not None
+        if shapes is None:
+            return True
+        memo = self._fit_memo.setdefault(cluster, {})
+        try:
+            known = memo.get(pods)
+        except TypeError:                 # unhashable (a list of dicts): no memo
+            return fits(shapes, pods)
+        if known is None:
+            if len(memo) > 4096:
+                memo.clear()
+            known = memo[pods] = fits(shapes, pods)
+        return known
 
     def node_note(self, cluster: str) -> str:
         """What "fits" means for this cluster, for explain and the docs."""
         shapes = self.clusters[cluster].node_shapes
         if shapes is None:
             return "node shapes: totals only (no resource models)"
+        if shapes.karmada_defaults:
+            return "node shapes: totals only (Karmada's default cpu/memory models are too coarse to use)"
         return f"node shapes: from resource models ({', '.join(sorted(shapes.resources))})"
 
     @property
@@ -119,6 +138,16 @@ class FleetState:
         fit = self._fits.fitting(("pods", pods), self.clusters, self.free, self.clusters.__contains__,
                                  lambda name: self.fits_tasks(name, pods))
         return [c for c in clusters if c.name in fit]
+
+    def fits_somewhere(self, need: Resources, pods: Pods) -> bool:
+        """Whether some ready cluster holds these pods (summing to ``need``) now: ``clusters_fitting_pods``
+        over the ready clusters without building the list (admit-time checks)."""
+        if not self._shaped:
+            return bool(self.clusters_fitting(need, self.ready_clusters()))
+        fit = self._fits.fitting(("pods", pods), self.clusters, self.free, self.clusters.__contains__,
+                                 lambda name: self.fits_tasks(name, pods))
+        clusters = self.clusters
+        return any(clusters[name].ready for name in fit)
 
     def ready_clusters(self) -> list[Cluster]:
         """Ready clusters in name order (cached; do not mutate the list)."""
@@ -181,16 +210,14 @@ class FleetState:
         if old is not None and old is not cluster:
             cluster.generation = old.generation + 1
         self.clusters[cluster.name] = cluster
-        if cluster.node_shapes is not None:
+        if cluster.node_shapes is not None and not cluster.node_shapes.karmada_defaults:
             self._shaped.add(cluster.name)
         else:
             self._shaped.discard(cluster.name)
         flights = self._inflight.get(cluster.name)
         if flights:
-            pods = self._inflight_pods.get(cluster.name, {})
             for job_id in [j for j, (_, started) in flights.items() if started is not None and started < cluster.status_time]:
                 add_into(self._reserved[cluster.name], flights.pop(job_id)[0], -1)
-                pods.pop(job_id, None)
         credits = self._credits.get(cluster.name)
         if credits:
             for job_id in [j for j, (_, at) in credits.items() if at <= cluster.status_time]:
@@ -201,14 +228,14 @@ class FleetState:
         else:
             grew = ((cluster.ready and not old.ready) or old.labels != cluster.labels
                     or any(v > old_free.get(k, 0) for k, v in self.free(cluster.name).items())
-                    or (cluster.node_shapes is not None and more_room(cluster.node_shapes, old.node_shapes)))
+                    or (cluster.name in self._shaped and cluster.node_shapes is not None
+                        and more_room(cluster.node_shapes, old.node_shapes)))
         if grew:
             self.capacity_epoch += 1
 
     def remove_cluster(self, name: str) -> None:
         self.clusters.pop(name, None)
         self._inflight.pop(name, None)
-        self._inflight_pods.pop(name, None)
         self._shaped.discard(name)
         self._reserved.pop(name, None)
         self._credits.pop(name, None)
@@ -218,6 +245,7 @@ class FleetState:
         """The cluster itself changed (status, readiness, labels, removal): drop every derived view."""
         self._free.pop(cluster, None)
         self._nodes.pop(cluster, None)
+        self._fit_memo.pop(cluster, None)
         self._fits.changed(cluster)
         self._fleet_free = None
         self._fleet_allocatable = None
@@ -227,7 +255,7 @@ class FleetState:
     def _usage_changed(self, cluster: str) -> None:
         """Only the engine's own bookings on a cluster changed: update derived views incrementally."""
         old = self._free.pop(cluster, None)
-        self._nodes.pop(cluster, None)
+        self._fit_memo.pop(cluster, None)
         self._fits.changed(cluster)
         c = self.clusters.get(cluster)
         if old is None or c is None or not c.ready:
@@ -304,9 +332,13 @@ class FleetState:
                 if previous is not None:
                     add_into(self._reserved[cluster], previous[0], -1)
                 self._inflight[cluster][job.id] = (reserved, None)
-                self._inflight_pods.setdefault(cluster, {})[job.id] = job.placed_pods(cluster)
                 add_into(self._reserved.setdefault(cluster, {}), reserved)
+                view = self._nodes.get(cluster)
                 self._usage_changed(cluster)
+                if previous is not None or view is None:
+                    self._nodes.pop(cluster, None)
+                else:   # book just this job's pods on the cached view, not every in-flight job again
+                    self._nodes[cluster] = reserve(view, job.placed_pods(cluster))
 
     def release(self, job: Job, ended_at: Optional[float] = None) -> None:
         """Undo ``hold``: the job finished, failed, or was deleted. With ``ended_at`` (the caller knows
@@ -322,15 +354,15 @@ class FleetState:
             flights = self._inflight.get(cluster)
             booked = flights.pop(job.id, None) if flights else None
             if booked is not None:
-                self._inflight_pods.get(cluster, {}).pop(job.id, None)
                 add_into(self._reserved[cluster], booked[0], -1)
+                self._nodes.pop(cluster, None)
                 self._usage_changed(cluster)
             elif ended_at is not None and job.state is JobState.RUNNING and cluster in self.clusters \
                     and self.clusters[cluster].status_time < ended_at:
                 credit = job.placed_demand(cluster)
                 self._credits.setdefault(cluster, {})[job.id] = (credit, ended_at)
                 add_into(self._reserved.setdefault(cluster, {}), credit, -1)
-                self._usage_changed(cluster)
+                self._usage_changed(cluster)      # the node view is unchanged: credits do not reach it
         self.capacity_epoch += 1
 
     def mark_started(self, job: Job, at: float) -> None:

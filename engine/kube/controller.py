@@ -28,6 +28,7 @@ from engine.kube.translate import (DEFAULT_QUEUE, PriorityClasses, cluster_from_
 from engine.kube.webhook import PAUSED_ANNOTATION, ManagedSelector
 from engine.model import Failure, FailureKind, Job, JobState, Queue, Recovery
 from engine.pipeline import Pipeline
+from engine.resources import fits
 
 log = logging.getLogger("atoll.controller")
 
@@ -94,6 +95,7 @@ class Controller:
     def on_cluster(self, event: str, new: Optional[Obj], old: Optional[Obj], now: float = 0.0) -> None:
         if new is None:
             name = str(meta(old or {}).get("name", ""))
+            log.warning("cluster %s removed from the fleet", name)
             self.engine.remove_cluster(name)
             self.lost_clusters.add(name)
             return
@@ -107,6 +109,8 @@ class Controller:
         before = self.engine.state.clusters.get(cluster.name)
         self.engine.upsert_cluster(cluster)
         if before is not None and before.ready and not cluster.ready:
+            log.warning("cluster %s is NotReady: %s", cluster.name, [c for c in ((new.get("status") or {}).get(
+                "conditions") or ()) if isinstance(c, Mapping) and c.get("type") == "Ready"])
             self.lost_clusters.add(cluster.name)
 
     def on_member_pod(self, cluster: str, event: str, new: Optional[Obj], old: Optional[Obj], now: float) -> None:
@@ -164,7 +168,7 @@ class Controller:
     # -- one step ---------------------------------------------------------------------------------------
     def step(self, now: float) -> list[Patch | Event]:
         """Apply what changed, run one engine cycle, return the API writes that carry out its decisions."""
-        out, self.pending = self.pending, []
+        out, self.pending = [i for i in self.pending if self._still_wanted(i)], []
         order = sorted(self.dirty, key=lambda k: self._arrival(k))
         self.dirty.clear()
         for key in order:
@@ -187,8 +191,28 @@ class Controller:
             if obj is not None and job is not None and job.state is JobState.PENDING:
                 ref = binding_ref(obj)
                 out.append(Patch(ref, plan.pending_patch(job.queue, reason), "pending"))
-                out.append(Event(plan.binding_involved(ref), "Pending", reason))
+                # a job larger than the whole fleet waits until the fleet grows: say so as a Warning
+                kind = "Normal" if fits(job.demand, self.engine.state.fleet_allocatable) else "Warning"
+                out.append(Event(plan.binding_involved(ref), "Pending", reason, kind))
         return out
+
+    def _still_wanted(self, item: Patch | Event) -> bool:
+        """A write handed back after a failure is re-issued only if the engine still means it: a requeue
+        that failed while the API was away must not pause a binding that has since been adopted as running
+        (it would stay paused and holding for ever), nor an admission land on a job requeued since."""
+        if not isinstance(item, Patch):
+            return True
+        job = self.engine.state.jobs.get(item.ref.key)
+        if item.why in ("admit", "bind", "bind-status"):
+            wanted = job is not None and job.state.holds_resources
+        elif item.why in ("requeue", "giveup"):
+            wanted = job is not None and not job.state.holds_resources
+        else:                                   # pending: a waiting job, or one kept aside as invalid
+            wanted = (job is not None and job.state is JobState.PENDING) or item.ref.key in self.invalid
+        if not wanted:
+            log.info("dropping a stale %s write for %s (the job is now %s)", item.why, item.ref.key,
+                     job.state.value if job is not None else "unknown")
+        return wanted
 
     def _arrival(self, key: str) -> tuple[float, str]:
         obj = self.bindings.get(key)
@@ -248,7 +272,7 @@ class Controller:
                     out.append(Patch(ref, plan.pending_patch(job.queue, f"rejected: {refusal.reason}"), "pending"))
                     out.append(Event(plan.binding_involved(ref), "Rejected", refusal.reason, "Warning"))
             else:
-                self._adopt(key, obj, job, template, now)
+                self._adopt(key, obj, job, template, now, out)
             return
         if self.fingerprints.get(key) != fingerprint:
             self.fingerprints[key] = fingerprint
@@ -264,12 +288,21 @@ class Controller:
         return (self.mode == "bind" and (spec or {}).get("schedulerName") == plan.SCHEDULER_NAME
                 and not plan.binding_clusters(obj))
 
-    def _adopt(self, key: str, obj: Obj, job: Job, template: Obj, now: float) -> None:
+    def _adopt(self, key: str, obj: Obj, job: Job, template: Obj, now: float, out: list[Patch | Event]) -> None:
         """A resumed binding we have no record of: admitted before a restart (or never paused). It holds
-        its capacity again, without a second admission."""
+        its capacity again, without a second admission. Bind mode: a controller that died between writing
+        spec.clusters and the Scheduled condition left the status unwritten; it is written now."""
         annotations = meta(obj).get("annotations") or {}
         admitted = plan.parse_stamp(annotations.get(plan.ADMITTED_ANNOTATION)) or now
         clusters = plan.binding_clusters(obj)
+        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+        generation = meta(obj).get("generation")
+        status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+        if ((spec or {}).get("schedulerName") == plan.SCHEDULER_NAME and clusters and isinstance(generation, int)
+                and plan.ADMITTED_ANNOTATION in annotations
+                and (status or {}).get("schedulerObservedGeneration") != generation):
+            out.append(Patch(binding_ref(obj), plan.bind_status_patch(generation, now, (status or {}).get(
+                "conditions")), "bind-status", subresource="status"))
         self.engine.adopt(job, plan.placement_on(clusters, job), admitted, running=template_started(template))
         outcome = template_outcome(template)
         if outcome is not None:
@@ -314,7 +347,10 @@ class Controller:
             if cond is None or cond.get("status") != "False":
                 continue
             changed_after = (plan.parse_stamp(cond.get("lastTransitionTime")) or 0.0) >= int(resumed)
-            if changed_after or now - resumed > UNSCHEDULED_GRACE:
+            # SchedulerError is karmada-scheduler failing to write (e.g. its API server restarting); it retries
+            # by itself, so only a lasting one counts (acting at once re-admitted jobs after an API restart)
+            transient = cond.get("reason") == "SchedulerError"
+            if (changed_after and not transient) or now - resumed > UNSCHEDULED_GRACE:
                 self.resumed_at.pop(key, None)
                 self._fail(key, Failure(FailureKind.UNSCHEDULABLE, None,
                                         f"karmada-scheduler: {cond.get('reason', '')}: {cond.get('message', '')}"),

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from engine._data import shipped
-from engine.errors import InputError
+from engine.commands.output import console as output_console
+from engine.errors import InputError, UsageError
 from engine.policy import load_policy
 from engine.pipeline import Pipeline
 from engine.sim.compare import column_names, compare_rows
@@ -37,6 +39,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--html", metavar="OUT.html", help="write one self-contained HTML report (charts, tables; "
                                                      "opens from file:// offline); with --compare, one for all")
     p.add_argument("--seed", type=int, default=None, help="override spec.seed")
+    p.add_argument("--placement-mode", choices=("policy", "gate", "bind"), default="policy",
+                   help="gate: Atoll admits, the simulated karmada-scheduler places; bind: Atoll places; "
+                        "policy (default): each policy's spec.placementMode")
     p.add_argument("--serve", action="store_true", help="run at --speed and serve the live dashboard meanwhile "
                                                         "(and after, until Ctrl-C)")
     p.add_argument("--speed", type=float, default=60.0, metavar="X",
@@ -53,39 +58,41 @@ def resolve_policy(path: Optional[str]) -> Path:
 
 
 
-def load_pipeline(path: Path) -> tuple[Pipeline, str]:
-    """Load a policy file into its pipeline and name."""
+def load_pipeline(path: Path) -> tuple[Pipeline, str, str]:
+    """Load a policy file into its pipeline, name and placement mode."""
     policy = load_policy(path)
-    return policy.pipeline, str(policy.name)
+    return policy.pipeline, str(policy.name), str(policy.placement_mode or "gate")
 
 
-PipelineLoader = Callable[[Path], tuple[Pipeline, str]]
+PipelineLoader = Callable[[Path], Union[tuple[Pipeline, str], tuple[Pipeline, str, str]]]
 
 
 def run(args: argparse.Namespace, loader: PipelineLoader = load_pipeline, console: Optional[Console] = None) -> int:
-    console = console or Console()
+    console = console or output_console()
+    prepare_outputs(getattr(args, "report", None), getattr(args, "plot", None))   # before minutes of simulation
     compare: list[str] = list(args.compare or [])
     scenario_path = args.scenario
     if scenario_path is None and compare:
         scenario_path = compare.pop()
     if scenario_path is None:
-        raise InputError("give a SCENARIO file, e.g. atoll simulate scenarios/quickstart.yaml", "atoll simulate")
+        raise UsageError("give a SCENARIO file, e.g. atoll simulate scenarios/quickstart.yaml", "atoll simulate")
     if args.compare is not None and len(compare) < 2:
-        raise InputError("--compare needs at least two policies and then the scenario", "atoll simulate")
+        raise UsageError("--compare needs at least two policies and then the scenario", "atoll simulate")
     if compare and args.policy:
-        raise InputError("use either --policy or --compare", "atoll simulate")
+        raise UsageError("use either --policy or --compare", "atoll simulate")
     if getattr(args, "serve", False) and compare:
-        raise InputError("--serve runs one policy: use --policy, not --compare", "atoll simulate")
+        raise UsageError("--serve runs one policy: use --policy, not --compare", "atoll simulate")
     if getattr(args, "serve", False) and not args.speed > 0:
-        raise InputError(f"--speed must be > 0, got {args.speed:g}", "atoll simulate --speed")
+        raise UsageError(f"--speed must be > 0, got {args.speed:g}", "atoll simulate --speed")
     scenario = load_scenario(shipped(scenario_path, "scenarios"), seed=args.seed)
     policies = [resolve_policy(p) for p in compare] if compare else [resolve_policy(args.policy)]
     pipelines = [loader(p) for p in policies]          # load (and validate) every policy before running any
     if getattr(args, "serve", False):
         return _serve(args, scenario, pipelines[0], policies[0], console)
     reports = []
-    for index, (pipeline, name) in enumerate(pipelines):
-        result = _simulate(scenario, pipeline, name, console)
+    for index, loaded in enumerate(pipelines):
+        pipeline, name = loaded[0], loaded[1]
+        result = _simulate(scenario, pipeline, name, console, _mode(args, loaded))
         reports.append(_outputs(args, result, policies[index], index, len(pipelines)))
     if compare:
         console.print(compare_table(reports))
@@ -116,7 +123,15 @@ def _write_html(reports: list[dict[str, Any]], path: str) -> None:
         raise InputError(f"cannot write HTML report: {exc.strerror}", path) from None
 
 
-def _serve(args: argparse.Namespace, scenario: Scenario, loaded: tuple[Pipeline, str], policy: Path,
+def _mode(args: argparse.Namespace, loaded: Any) -> str:
+    """--placement-mode, or the policy's own spec.placementMode (a loader without it: bind)."""
+    mode = getattr(args, "placement_mode", "policy") or "policy"
+    if mode == "policy":
+        mode = loaded[2] if len(loaded) > 2 else "bind"
+    return str(mode)
+
+
+def _serve(args: argparse.Namespace, scenario: Scenario, loaded: Any, policy: Path,
            console: Console) -> int:
     """Run the scenario paced at --speed with the live dashboard (engine/dashboard/simserve.py)."""
     import asyncio
@@ -124,8 +139,8 @@ def _serve(args: argparse.Namespace, scenario: Scenario, loaded: tuple[Pipeline,
     from engine.dashboard.simserve import policy_log, serve_simulation
     from engine.sim.driver import Simulation
 
-    pipeline, name = loaded
-    sim = Simulation(scenario, pipeline, name)
+    pipeline, name = loaded[0], loaded[1]
+    sim = Simulation(scenario, pipeline, name, placement_mode=_mode(args, loaded))
 
     def announce(url: str) -> None:
         console.print(f"dashboard: {url} (simulating {scenario.name} at {args.speed:g}x; Ctrl-C to stop)")
@@ -146,6 +161,22 @@ def _serve(args: argparse.Namespace, scenario: Scenario, loaded: tuple[Pipeline,
         raise InputError(f"cannot serve the dashboard: {exc.strerror or exc}",
                          f"--dashboard-port {args.dashboard_port}") from None
     return 0
+
+
+def prepare_outputs(*paths: Optional[str]) -> None:
+    """Create the folders of output files and check they can be written, before any work is done."""
+    for path in paths:
+        if not path:
+            continue
+        target = Path(path)
+        if target.is_dir():
+            raise InputError("is a directory; give a file name", path)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"cannot create the folder {str(target.parent)!r}: {exc.strerror or exc}", path) from None
+        if not os.access(target.parent, os.W_OK):
+            raise InputError(f"cannot write to the folder {str(target.parent)!r}: permission denied", path)
 
 
 def _numbered(path: str, index: int, count: int, name: str) -> str:
@@ -181,12 +212,12 @@ class _ProgressBar:
         self.bar.stop()
 
 
-def _simulate(scenario: Scenario, pipeline: Pipeline, name: str, console: Console) -> SimResult:
+def _simulate(scenario: Scenario, pipeline: Pipeline, name: str, console: Console, mode: str = "bind") -> SimResult:
     if len(scenario.jobs) < _PROGRESS_MIN_JOBS or not console.is_terminal:
-        return simulate(scenario, pipeline, name)
+        return simulate(scenario, pipeline, name, placement_mode=mode)
     bar = _ProgressBar(scenario, name, console)
     try:
-        return simulate(scenario, pipeline, name, progress=bar)
+        return simulate(scenario, pipeline, name, progress=bar, placement_mode=mode)
     finally:
         bar.stop()
 
@@ -210,7 +241,8 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
     s = report["summary"]
     jobs = s["jobs"]
     table = Table(title=f"atoll simulate: {report['scenario']} with policy {report['policy']} "
-                        f"(members: {report['memberScheduler']}, status every {report['statusPeriod']:g}s)",
+                        f"({report['placementMode']} mode, members: {report['memberScheduler']}, "
+                        f"status every {report['statusPeriod']:g}s)",
                   show_header=False, title_justify="left")
     table.add_column("metric", style="bold")
     table.add_column("value")
@@ -222,6 +254,11 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
     ratio = f" = {s['makespanRatio']:.3f} x lower bound {s['lowerBound']:,.0f}s" if s["makespanRatio"] else ""
     table.add_row("makespan", f"{_fmt(s['makespan'], 's')}{ratio}")
     table.add_row("partial gangs", str(s["partialGangs"]))
+    st = s["stalled"]
+    table.add_row("stalled after admission", f"{st['attempts']} attempts ({st['beyondTwoStatusPeriods']} over two status "
+                                             f"periods), {_fmt(st['seconds'], 's')} in all, max {_fmt(st['maxSeconds'], 's')}"
+                                             + (f"; {st['neverPlaced']} never placed by karmada-scheduler"
+                                                if st["neverPlaced"] else ""))
     table.add_row("attempts", ", ".join(f"{n} {k}" for k, n in s["attempts"]["byOutcome"].items()) or "0")
     table.add_row("wait (submit to start)", f"p50 {_fmt(s['wait']['p50'], 's')}, p95 {_fmt(s['wait']['p95'], 's')}, "
                                             f"max {_fmt(s['wait']['max'], 's')}")

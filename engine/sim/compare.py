@@ -40,6 +40,9 @@ BASE_METRICS: list[Metric] = [
     Metric("makespan (s)", lambda s: s["makespan"], "lower", complete_only=True),
     Metric("makespan / lower bound", lambda s: s["makespanRatio"], "lower", complete_only=True),
     Metric("partial gangs", lambda s: s["partialGangs"], "lower"),
+    Metric("stalled attempts", lambda s: s["stalled"]["attempts"], "lower"),
+    Metric("stalled > 2 status periods", lambda s: s["stalled"]["beyondTwoStatusPeriods"], "lower"),
+    Metric("stalled time (s)", lambda s: s["stalled"]["seconds"], "lower"),
     Metric("attempts", lambda s: s["attempts"]["total"]),
     Metric("wait p50 (s)", lambda s: s["wait"]["p50"], "lower"),
     Metric("wait p95 (s)", lambda s: s["wait"]["p95"], "lower"),
@@ -71,8 +74,9 @@ def metrics(summaries: list[dict[str, Any]]) -> list[Metric]:
 def column_names(reports: list[dict[str, Any]]) -> list[str]:
     """Policy names; when two runs share a name, the policy file's name (then its path) tells them apart."""
     names = [str(r["policy"]) for r in reports]
+    modes = {r.get("placementMode") for r in reports}
     if len(set(names)) == len(names):
-        return names
+        return names if len(modes) < 2 else [f"{n} ({r.get('placementMode')})" for n, r in zip(names, reports)]
     files = [str(r.get("policyFile") or r["policy"]) for r in reports]
     stems = [Path(f).name for f in files]
     if len(set(stems)) == len(stems):

@@ -23,6 +23,7 @@ from engine.core.scheduler import Engine
 from engine.model import Admission, Failure, FailureKind, JobState, Placement
 from engine.pipeline import Pipeline
 from engine.resources import PODS, Resources, add_into, dominant_share
+from engine.sim.karmada import karmada_place
 from engine.sim.members import Member
 from engine.sim.scenario import ClusterEvent, JobSpec, Scenario
 
@@ -39,6 +40,7 @@ class Attempt:
     end_time: Optional[float] = None
     outcome: str = "Unfinished"
     message: str = ""
+    placed_time: Optional[float] = None   # when its pods were created in members (gate: karmada-scheduler placed it)
 
 
 @dataclass
@@ -78,18 +80,23 @@ class SimResult:
     examined: int
     wall_seconds: float
     horizon_reached: bool
+    placement_mode: str = "bind"
 
 
 class Simulation:
     def __init__(self, scenario: Scenario, pipeline: Pipeline, policy_name: str = "",
-                 progress: Optional[Progress] = None) -> None:
+                 progress: Optional[Progress] = None, placement_mode: str = "bind") -> None:
+        if placement_mode not in ("gate", "bind"):
+            raise ValueError(f"placement mode must be gate or bind, got {placement_mode!r}")
         self.scenario = scenario
         self.policy_name = policy_name
+        self.placement_mode = placement_mode
+        self._unplaced: dict[str, int] = {}    # gate: job id -> attempt number karmada-scheduler has not placed
         self.engine = Engine(pipeline)
         seed = scenario.seed
         self.members: dict[str, Member] = {
             c.name: Member(c.name, c.labels, c.nodes, scenario.member_scheduler, random.Random(f"{seed}/{c.name}"),
-                           c.ready)
+                           c.ready, c.grades)
             for c in scenario.clusters}
         self.jobs: dict[str, SimJob] = {j.id: SimJob(j) for j in scenario.jobs}
         self.progress = progress
@@ -141,7 +148,8 @@ class Simulation:
     def finish(self, horizon_reached: bool) -> SimResult:
         self._close()
         return SimResult(self.scenario, self.policy_name, self.jobs, self.timeline, self.held, self.now,
-                         self.cycles, self.examined, time.perf_counter() - self._started, horizon_reached)
+                         self.cycles, self.examined, time.perf_counter() - self._started, horizon_reached,
+                         self.placement_mode)
 
     # -- the loop ----------------------------------------------------------------------------
     def next_time(self) -> Optional[float]:
@@ -240,12 +248,42 @@ class Simulation:
 
     # -- carrying out decisions ------------------------------------------------------------
     def _dispatch(self, admission: Admission) -> None:
-        """Karmada propagates the job; its pods appear in the chosen members at once."""
+        """Karmada propagates the job; its pods appear in the chosen members at once. Bind mode: where
+        Atoll placed it. Gate mode: where karmada-scheduler places it (``engine.sim.karmada``), or, if
+        Karmada finds it Unschedulable, nowhere yet: retried at every status report."""
         job = self.engine.state.jobs[admission.job_id]
         sim = self.jobs[admission.job_id]
+        if self.placement_mode == "gate":
+            sim.attempts.append(Attempt(self.now, {}))
+            self._unstarted_admitted += 1
+            self._unplaced[job.id] = len(sim.attempts)
+            self._place_by_karmada(job.id)
+            if sim.spec.deadline is not None:
+                self._push(self.now + sim.spec.deadline, DEADLINE, (job.id, len(sim.attempts)))
+            return
         placement = {c: dict(p) for c, p in admission.placement.items()}
         sim.attempts.append(Attempt(self.now, placement))
         self._unstarted_admitted += 1
+        self._create_pods(job.id, placement)
+        if sim.spec.deadline is not None and sim.attempts[-1].outcome == "Unfinished":
+            self._push(self.now + sim.spec.deadline, DEADLINE, (job.id, len(sim.attempts)))
+
+    def _place_by_karmada(self, job_id: str) -> None:
+        sim = self.jobs[job_id]
+        if self._unplaced.get(job_id) != len(sim.attempts) or sim.attempts[-1].outcome != "Unfinished":
+            self._unplaced.pop(job_id, None)
+            return
+        placement = karmada_place(sim.spec.tasks, list(self.engine.state.clusters.values()), sim.spec.propagation)
+        if placement is None:
+            return
+        del self._unplaced[job_id]
+        sim.attempts[-1].placement = placement
+        self._create_pods(job_id, placement)
+
+    def _create_pods(self, job_id: str, placement: Placement) -> None:
+        job = self.engine.state.jobs[job_id]
+        sim = self.jobs[job_id]
+        sim.attempts[-1].placed_time = self.now
         self.engine.started(job.id, self.now)
         tasks = {t.name: t for t in job.tasks}
         for cluster, replicas in sorted(placement.items()):
@@ -258,8 +296,6 @@ class Simulation:
                            f"no node of {cluster} can host these pods (the member scheduler reports Unschedulable)")
                 return
             member.add(job.id, {t: n for t, n in replicas.items() if n}, tasks)
-        if sim.spec.deadline is not None:
-            self._push(self.now + sim.spec.deadline, DEADLINE, (job.id, len(sim.attempts)))
 
     def _schedule_members(self) -> None:
         for member in self.members.values():
@@ -343,6 +379,8 @@ class Simulation:
                 self.engine.upsert_cluster(member.snapshot(self.now))
                 self._signatures[name] = signature
                 self._dirty = True
+        for job_id in list(self._unplaced):         # karmada-scheduler retries unschedulable bindings
+            self._place_by_karmada(job_id)
         self._sample()
         if self.progress is not None:
             self.progress(self.now, self._done, len(self.jobs))
@@ -370,7 +408,11 @@ class Simulation:
             attempt = sim.attempts[-1] if sim.attempts else None
             if attempt is not None and attempt.outcome == "Unfinished":
                 sim.state = "Running" if attempt.start_time is not None else "Pending"
-                if attempt.start_time is None:
+                if attempt.start_time is None and attempt.placed_time is None:
+                    sim.reason = (f"admitted at t={attempt.admit_time:g} but karmada-scheduler never placed it (its "
+                                  "estimator found too few available replicas); the simulation ended with nothing "
+                                  "left that could change")
+                elif attempt.start_time is None:
                     bound: Resources = {}
                     for cluster in attempt.placement:
                         add_into(bound, self.members[cluster].bound(sim.spec.id))
@@ -395,5 +437,5 @@ def _dominant(allocated: Resources, total: Resources) -> float:
 
 
 def simulate(scenario: Scenario, pipeline: Pipeline, policy_name: str = "",
-             progress: Optional[Progress] = None) -> SimResult:
-    return Simulation(scenario, pipeline, policy_name, progress).run()
+             progress: Optional[Progress] = None, placement_mode: str = "bind") -> SimResult:
+    return Simulation(scenario, pipeline, policy_name, progress, placement_mode).run()

@@ -47,6 +47,7 @@ def job_record(sim: SimJob) -> dict[str, Any]:
             "outcome": a.outcome,
             "message": a.message,
             "placement": {c: dict(sorted(p.items())) for c, p in sorted(a.placement.items())},
+            "placedTime": _r(a.placed_time),
         } for a in sim.attempts],
     }
 
@@ -57,6 +58,31 @@ def wait_time(sim: SimJob) -> Optional[float]:
         if attempt.start_time is not None:
             return attempt.start_time - sim.spec.submit_at
     return None
+
+
+def stalled(result: SimResult) -> dict[str, Any]:
+    """Attempts that waited after admission before their gang ran (in a member for lack of a node, or,
+    in gate mode, for karmada-scheduler to place them): how many, how many longer than two status
+    periods (what the engine could have learnt by then), and the time they waited. An attempt that
+    never ran waits until it failed or the simulation ended."""
+    limit = 2 * result.scenario.status_period
+    waits: list[float] = []
+    unplaced = 0
+    for j in result.jobs.values():
+        for a in j.attempts:
+            until = a.start_time if a.start_time is not None else a.end_time if a.end_time is not None \
+                else result.end_time
+            if a.start_time is None and a.end_time is not None and a.outcome in ("Unschedulable", "ClusterLost") \
+                    and a.end_time == a.admit_time:
+                continue                     # refused on arrival: it never waited
+            wait = until - a.admit_time
+            if wait > 0:
+                waits.append(wait)
+                if a.placed_time is None:
+                    unplaced += 1
+    return {"placementMode": result.placement_mode, "attempts": len(waits),
+            "beyondTwoStatusPeriods": sum(1 for w in waits if w > limit), "seconds": _r(sum(waits)),
+            "maxSeconds": _r(max(waits, default=None)), "neverPlaced": unplaced}
 
 
 def pending_reasons(result: SimResult, limit: int = 10) -> list[dict[str, Any]]:
@@ -120,6 +146,7 @@ def summarise(result: SimResult) -> dict[str, Any]:
         "lowerBound": _r(bound),
         "makespanRatio": _r(makespan / bound, 4) if bound > 0 and makespan > 0 else None,
         "partialGangs": sum(1 for j in jobs if j.partial),
+        "stalled": stalled(result),
         "attempts": {"total": sum(len(j.attempts) for j in jobs), "byOutcome": dict(sorted(outcomes.items()))},
         "wait": {"p50": _r(percentile(waits, 50)), "p95": _r(percentile(waits, 95)),
                  "max": _r(max(waits, default=None))},
@@ -193,6 +220,7 @@ def build_report(result: SimResult) -> dict[str, Any]:
         "policy": result.policy,
         "seed": result.scenario.seed,
         "memberScheduler": result.scenario.member_scheduler,
+        "placementMode": result.placement_mode,
         "statusPeriod": result.scenario.status_period,
         "makespan": summary["makespan"],
         "summary": summary,

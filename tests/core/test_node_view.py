@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.core.nodefit import allocatable_modelings, shapes_of
 from engine.core.state import FleetState
-from engine.model import Cluster, Job, Task
+from engine.model import Cluster, Job, JobState, Task
 from engine.resources import GPU
 from plugins.binpack import Binpack
 from plugins.capacity import Capacity
@@ -88,3 +88,17 @@ def test_binpack_and_gpu_capacity_move_a_pod_to_the_cluster_whose_nodes_fit() ->
     e.submit(gpu_job("late", 8, pods=3))
     e.cycle(2.0)
     assert "fit checked by: node shapes: from resource models (nvidia.com/gpu) (every cluster)" in e.explain("late")
+
+
+def test_releasing_an_inflight_job_gives_its_node_back() -> None:
+    state = FleetState()
+    state.upsert_cluster(gpu_cluster("a", [0, 0]))
+    jobs = [gpu_job(f"j{i}", 5) for i in range(2)]
+    for job in jobs:
+        job.placement, job.state = {"a": {"t": 1}}, JobState.ADMITTED
+        state.jobs[job.id] = job
+        assert state.replicas_fit("a", {GPU: 5}) == 2 - int(job is jobs[1])   # view cached, then booked on
+        state.hold(job)
+    assert state.replicas_fit("a", {GPU: 5}) == 0 and state.replicas_fit("a", {GPU: 3}) == 2
+    state.release(jobs[0])
+    assert state.replicas_fit("a", {GPU: 5}) == 1 and state.fits_tasks("a", [({GPU: 8}, 1)])
