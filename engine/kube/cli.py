@@ -25,6 +25,7 @@ def _run(args: argparse.Namespace) -> int:
                    metrics_host=args.metrics_host, metrics_port=args.metrics_port, leader_elect=args.leader_elect,
                    lease_name=args.lease_name, lease_namespace=args.lease_namespace,
                    concurrency=args.concurrency, identity=args.identity or "", watch_timeout=args.watch_timeout,
+                   stuck_after=args.stuck_after,
                    dashboard_port=args.dashboard_port, dashboard_host=args.dashboard_address)
     return uvloop.run(Runner(opts).main())
 
@@ -132,6 +133,9 @@ def register(subparsers: Any, _: Optional[Any] = None) -> None:
     p.add_argument("--lease-namespace", default="atoll-system")
     p.add_argument("--identity", help="leader-election identity (default: hostname-pid)")
     p.add_argument("--concurrency", type=int, default=32, help="binding patches in flight at most")
+    p.add_argument("--stuck-after", type=float, default=20.0, metavar="SECONDS",
+                   help="a pod Unschedulable in its member this long fails its job there (recover stage); watches "
+                        "members' unbound pods through Karmada's cluster proxy; 0 turns that off")
     p.add_argument("--dashboard-port", type=int, default=None, metavar="N",
                    help="serve the read-only web dashboard on this port (default: off; see docs/dashboard.md)")
     p.add_argument("--dashboard-address", default="127.0.0.1", metavar="ADDR",

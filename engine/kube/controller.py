@@ -16,10 +16,11 @@ from typing import Any, Callable, Mapping, Optional
 
 from engine.core.scheduler import Engine
 from engine.errors import InputError
-from engine.kube import plan
+from engine.kube import metrics, plan
 from engine.kube.bindings import (binding_ref, failure_marker, is_paused, scheduled_condition,
                                   template_key)
 from engine.kube.plan import Event, Patch
+from engine.kube.stuck import StuckPods
 from engine.kube.translate import (DEFAULT_QUEUE, PriorityClasses, cluster_from_obj, describe, job_fingerprint,
                                    job_from_template, member_failure, meta, object_key, queue_from_obj,
                                    template_outcome,
@@ -33,12 +34,15 @@ log = logging.getLogger("atoll.controller")
 
 Obj = dict[str, Any]
 UNSCHEDULED_GRACE = 30.0       # seconds a resumed binding may stay Scheduled=False before it counts as failed
+STUCK_AFTER = 20.0             # seconds a pod may stay Unschedulable in its member: 2 x Karmada's status period
 
 
 class Controller:
     def __init__(self, pipeline: Pipeline, selector: ManagedSelector = ManagedSelector(), mode: str = "gate",
-                 on_admit: Optional[Callable[[str, str, float], None]] = None) -> None:
+                 on_admit: Optional[Callable[[str, str, float], None]] = None, stuck_after: float = STUCK_AFTER
+                 ) -> None:
         self.engine = Engine(pipeline)
+        self.stuck = StuckPods(stuck_after)          # unschedulable pods in members (engine/kube/stuck.py)
         self.selector = selector
         self.mode = mode
         self.bindings: dict[str, Obj] = {}
@@ -54,6 +58,7 @@ class Controller:
         self.resumed_at: dict[str, float] = {}       # job id -> when we resumed it (gate mode)
         self.failure_seen: dict[str, str] = {}       # job id -> failure marker already acted on
         self.requeued: set[str] = set()              # jobs paused again after a failure: resume reschedules
+        self.model_warnings: dict[str, str] = {}     # cluster -> why its resource model is not used
         self.on_admit = on_admit
         self.pending: list[Patch | Event] = []
         self.engine.upsert_queue(Queue(DEFAULT_QUEUE))  # Volcano always has one; replaced by a real one
@@ -94,17 +99,37 @@ class Controller:
             self.engine.remove_cluster(name)
             self.lost_clusters.add(name)
             return
+        warnings: list[str] = []
         try:
-            cluster = cluster_from_obj(new, now)
+            cluster = cluster_from_obj(new, now, warnings)
         except InputError as exc:
             log.warning("ignoring a bad Cluster update (keeping the previous one): %s", exc)
             return
+        self._model_warning(new, cluster.name, warnings[0] if warnings else None)
         before = self.engine.state.clusters.get(cluster.name)
         self.engine.upsert_cluster(cluster)
         if before is not None and before.ready and not cluster.ready:
             log.warning("cluster %s is NotReady: %s", cluster.name, [c for c in ((new.get("status") or {}).get(
                 "conditions") or ()) if isinstance(c, Mapping) and c.get("type") == "Ready"])
             self.lost_clusters.add(cluster.name)
+
+    def on_member_pod(self, cluster: str, event: str, new: Optional[Obj], old: Optional[Obj], now: float) -> None:
+        """An unbound pod in member ``cluster`` (the runner's per-member watch, fieldSelector spec.nodeName=)."""
+        self.stuck.on_pod(cluster, new, old, now)
+
+    def _model_warning(self, obj: Obj, name: str, warning: Optional[str]) -> None:
+        """Say once (log + Warning Event on the Cluster) that its resource model is unusable, and again only
+        when the reason changes; the cluster keeps working on summed totals meanwhile."""
+        if self.model_warnings.get(name) == warning:
+            return
+        if warning is None:
+            self.model_warnings.pop(name, None)
+            return
+        self.model_warnings[name] = warning
+        log.warning("%s", warning)
+        self.pending.append(Event({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "name": name,
+                                   "uid": str(meta(obj).get("uid") or "")}, "ResourceModelIgnored", warning,
+                                  "Warning"))
 
     def on_queue(self, event: str, new: Optional[Obj], old: Optional[Obj]) -> None:
         if new is None:
@@ -156,6 +181,7 @@ class Controller:
             lost, self.lost_clusters = self.lost_clusters, set()
             self._clusters_lost(lost, now, out)
         self._check_unscheduled(now, out)
+        self._check_stuck(now, out)
         result = self.engine.cycle(now)
         for adm in result.admitted:
             self._admitted(adm.job_id, adm.queue, adm.placement, now, out)
@@ -330,6 +356,20 @@ class Controller:
                                         f"karmada-scheduler: {cond.get('reason', '')}: {cond.get('message', '')}"),
                            now, out)
 
+    def _check_stuck(self, now: float, out: list[Patch | Event]) -> None:
+        """A pod of an admitted job Unschedulable in a member it was placed on for ``stuck_after`` seconds: the
+        job fails there (recover stage), as in the simulator. Pods seen before this admission are not its own."""
+        for pod in self.stuck.overdue(now):
+            for key in sorted(self.by_template.get(pod.workload, ())):
+                job, obj = self.engine.state.jobs.get(key), self.bindings.get(key)
+                if job is None or obj is None or not job.state.holds_resources or \
+                        pod.since < (job.admitted_at or 0.0) - 1.0 or \
+                        pod.cluster not in set(job.placement or {}) | set(plan.binding_clusters(obj)):
+                    continue
+                self._fail(key, Failure(FailureKind.UNSCHEDULABLE, pod.cluster,
+                                        f"pod {pod.pod} unschedulable in {pod.cluster} for {now - pod.since:.0f}s: "
+                                        f"{pod.message}"), now, out)
+
     def _clusters_lost(self, lost: set[str], now: float, out: list[Patch | Event]) -> None:
         for key, job in list(self.engine.state.jobs.items()):
             if not job.state.holds_resources:
@@ -343,6 +383,7 @@ class Controller:
 
     def _fail(self, key: str, failure: Failure, now: float, out: list[Patch | Event]) -> None:
         recovery: Recovery = self.engine.fail(key, failure, now)
+        metrics.FAILURES.labels(failure.kind.value).inc()
         obj = self.bindings.get(key)
         job = self.engine.state.jobs.get(key)
         log.warning("%s failed (%s%s): %s", key, failure.kind.value,

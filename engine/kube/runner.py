@@ -48,6 +48,7 @@ class Options:
     concurrency: int = 32
     watch_timeout: int = 60
     identity: str = ""
+    stuck_after: float = 20.0     # seconds a pod may stay Unschedulable in its member; 0: no member pod watches
     dashboard_port: Optional[int] = None            # the read-only web dashboard (engine/dashboard); off if None
     dashboard_host: str = "127.0.0.1"
 
@@ -65,6 +66,7 @@ class Runner:
         self.kube: Optional[KubeApi] = None
         self.leading = False
         self.synced = False          # every watch cache has listed once: the engine's view is complete
+        self.member_pods: dict[str, tuple[asyncio.Task[None], Any]] = {}   # cluster -> (watch task, ApiClient)
         self.policy_log = PolicyLog()  # running policy text and last refused edit, for the dashboard
         self.dashboard_version = 0     # bumped by steps that wrote something: the dashboard's live updates
         self.policy_deleted = False  # the policy ConfigMap is gone (the running policy stays)
@@ -142,11 +144,12 @@ class Runner:
         finally:
             for t in tasks:
                 t.cancel()
+            await asyncio.gather(*(self._stop_member_pods(name) for name in list(self.member_pods)))
 
     def _start_controller(self) -> Controller:
         assert self.policy is not None
         self.controller = Controller(self.policy.pipeline, self.policy.selector, self.policy.mode,
-                                     on_admit=self._admitted)
+                                     on_admit=self._admitted, stuck_after=self.opts.stuck_after or 20.0)
         for event in self.early_events:        # rejections seen before it existed go out with its first step
             self.controller.retry_later(event)
         self.early_events.clear()
@@ -174,6 +177,11 @@ class Runner:
 
         def on_cluster(event: str, new: Any, old: Any) -> None:
             ctl.on_cluster(event, new, old, time.time())
+            name = str(((new or old or {}).get("metadata") or {}).get("name", ""))
+            if new is None and name in self.member_pods:
+                asyncio.get_running_loop().create_task(self._stop_member_pods(name))  # stopped now, closed later
+            elif new is not None and name and name not in self.member_pods and self.opts.stuck_after > 0:
+                self._start_member_pods(name)
 
         self.caches += [
             cache("clusters", lister("cluster.karmada.io", "v1alpha1", "clusters"), on_cluster),
@@ -187,6 +195,37 @@ class Runner:
                   ctl.on_binding),
         ]
         return self.caches
+
+    def _start_member_pods(self, cluster: str) -> None:
+        """Watch the member's unbound pods (fieldSelector spec.nodeName=) through Karmada's cluster proxy
+        (``/apis/cluster.karmada.io/v1alpha1/clusters/NAME/proxy``): the one place "no node can host this pod"
+        shows (engine/kube/stuck.py). Not part of the sync gate: an unreachable member must not stall the rest."""
+        from kubernetes_asyncio import client
+
+        assert self.controller is not None
+        ctl = self.controller
+        cfg = client.Configuration.get_default_copy()
+        cfg.host = f"{(cfg.host or '').rstrip('/')}/apis/cluster.karmada.io/v1alpha1/clusters/{cluster}/proxy"
+        api = client.ApiClient(configuration=cfg)
+        lister = functools.partial(client.CoreV1Api(api).list_pod_for_all_namespaces, field_selector="spec.nodeName=")
+
+        def on_pod(event: str, new: Any, old: Any) -> None:
+            ctl.on_member_pod(cluster, event, new, old, time.time())
+        cache = WatchCache(f"pods@{cluster}", lister, self._handler(on_pod), timeout_seconds=self.opts.watch_timeout)
+        self.member_pods[cluster] = (asyncio.get_running_loop().create_task(cache.run(), name=cache.name), api)
+
+    def _stop_member_pods(self, cluster: str) -> Any:
+        """Stop a member's pod watch now (a Cluster re-added at once starts a fresh one); returns the awaitable
+        that closes its connection pool."""
+        task, api = self.member_pods.pop(cluster)
+        task.cancel()
+        if self.controller is not None:
+            self.controller.stuck.forget_cluster(cluster)
+
+        async def close() -> None:
+            await asyncio.gather(task, return_exceptions=True)
+            await api.close()
+        return close()
 
     # -- policy ---------------------------------------------------------------------------------------
     async def _load_initial_policy(self) -> None:
@@ -399,6 +438,9 @@ class Runner:
             engine = self.controller.engine
             for name in engine.state.queues:
                 metrics.PENDING.labels(name).set(engine.pending_count(name))
+            for name, cluster in engine.state.clusters.items():
+                shapes = cluster.node_shapes      # Karmada's default models are too coarse: FleetState uses totals
+                metrics.NODE_VIEW.labels(name).set(0 if shapes is None or shapes.karmada_defaults else 1)
         resp = web.Response(body=generate_latest())
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return resp

@@ -1,7 +1,8 @@
 """charts/atoll least privilege and Pod Security "restricted", on the rendered manifests.
 
 The rules are derived from every API call in engine/kube (runner.py's watch caches and policy ConfigMap,
-writer.py's merge patches and Events, kubernetes_asyncio's LeaseLock, webhook_cli.py's ConfigMap GET); a
+writer.py's merge patches and Events, kubernetes_asyncio's LeaseLock, webhook_cli.py's ConfigMap GET, the
+member pod watches through Karmada's cluster proxy); a
 new call there must be added here and to templates/rbac.yaml on purpose. The real API server's answers
 (SelfSubjectAccessReview as each ServiceAccount) are in e2e/tests/test_chart_rbac.py.
 """
@@ -23,6 +24,7 @@ CONTROLLER_CLUSTER_RULES: set[Rule] = {
     ("work.karmada.io", "resourcebindings/status", "patch", ()),
     ("work.karmada.io", "clusterresourcebindings/status", "patch", ()),
     ("", "events", "create", ()),
+    ("cluster.karmada.io", "clusters/proxy", "get", ()),     # members' unbound pods (engine/kube/stuck.py)
 }
 POLICY = ("rel-atoll-policy",)
 CONTROLLER_POLICY_RULES: set[Rule] = {("", "configmaps", v, POLICY) for v in ("get", "list", "watch")}
