@@ -202,7 +202,7 @@ def _expressions() -> st.SearchStrategy[str]:
 JOBS = [job_vars(Job(id="ns/a", name="a", namespace="ns", priority=p, attempts=a, labels={"tier": "prod"},
                      tasks=[Task("w", 2, 2, {"cpu": 2000})])) for p, a in ((7, 1), (-3, 0), (0, 2))]
 # Errors the static check leaves to run time, by design (docs/policy.md): values, not names or types.
-VALUE_ERRORS = ("divide by zero", "modulus by zero", "integer overflow", "not an integer", "out of range")
+VALUE_ERRORS = ("value error in a function's argument", "divide by zero", "modulus by zero", "integer overflow", "not an integer", "out of range")
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

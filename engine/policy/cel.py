@@ -76,9 +76,9 @@ class CelExpression:
         except BudgetExceeded:
             raise CelRuntimeError(self._over_budget()) from None
         except CELEvalError as exc:
-            raise CelRuntimeError(f"{self.where}: {self.text!r}: {describe_eval_error(exc)}") from None
+            raise CelRuntimeError(f"{self.where}: {self.text!r}: {_lost_cause(describe_eval_error(exc))}") from None
         except Exception as exc:          # cel-python raises plain TypeErrors for some overload mistakes
-            raise CelRuntimeError(f"{self.where}: {self.text!r}: {exc}") from None
+            raise CelRuntimeError(f"{self.where}: {self.text!r}: {_lost_cause(str(exc))}") from None
         if not TIMER.armed and over_budget(started, EVAL_CPU_BUDGET) and TIMER.usable is False:
             raise CelRuntimeError(self._over_budget())
         if isinstance(value, CELEvalError):
@@ -333,3 +333,12 @@ def _free_identifiers(text: str) -> set[str]:
 def _cel_type_name(value: Any) -> str:
     name = type(value).__name__.removesuffix("Type").lower()
     return {"float": "double", "str": "string", "dict": "map"}.get(name, name)
+
+
+def _lost_cause(message: str) -> str:
+    """cel-python keeps errors as values: a conversion (``double()``, ``int()``, ...) handed an argument that had
+    already failed (e.g. a division by zero) complains about its argument's type, 'CELEvalError', and the first
+    error's text is lost. What failed was a value, not a type: say so."""
+    if "CELEvalError" in message:
+        return "value error in a function's argument (e.g. divide by zero or overflow inside it)"
+    return message
