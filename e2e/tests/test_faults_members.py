@@ -54,8 +54,8 @@ def test_member_deleted_and_joined_again(fleet: FleetHandle, host: Kube, ns: str
         for j in jobs:
             host.apply(j)
             propagate(host, j, fleet.members)
-        first = {rb_name(j): annotations_of(wait_admitted(host, j))["atoll.dev/admitted-at"] for j in jobs}
-        where = {rb_name(j): until(f"{rb_name(j)} placed", placement_of(host, ns, rb_name(j)), 60) for j in jobs}
+        first = {rb_name(j): annotations_of(wait_admitted(host, j, 180))["atoll.dev/admitted-at"] for j in jobs}
+        where = {rb_name(j): until(f"{rb_name(j)} placed", placement_of(host, ns, rb_name(j)), 180) for j in jobs}
         counts = {m: sum(m in w for w in where.values()) for m in fleet.members}
         lost = max(counts, key=lambda m: counts[m])
         (other,) = [m for m in fleet.members[:2] if m != lost]

@@ -289,4 +289,7 @@ def test_a_transient_scheduler_error_is_left_to_karmada_scheduler_to_retry() -> 
             "message": "Patch ...: connection refused", "lastTransitionTime": "1970-01-01T00:16:41Z"}
     ctl.on_binding("MODIFIED", o.binding(job, paused=False, rv="12", conditions=[cond]), ctl.bindings["team-a/j-job"])
     assert patches(ctl.step(1001.0), "requeue") == []
-    assert patches(ctl.step(1000.0 + UNSCHEDULED_GRACE + 1), "requeue")
+    late = dict(cond, lastTransitionTime="1970-01-01T00:20:00Z")   # appeared long after the resume (at 1200)
+    ctl.on_binding("MODIFIED", o.binding(job, paused=False, rv="13", conditions=[late]), ctl.bindings["team-a/j-job"])
+    assert patches(ctl.step(1200.0 + UNSCHEDULED_GRACE - 1), "requeue") == []     # e.g. we were frozen meanwhile
+    assert patches(ctl.step(1200.0 + UNSCHEDULED_GRACE + 1), "requeue")
