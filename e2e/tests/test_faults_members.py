@@ -63,12 +63,13 @@ def test_member_deleted_and_joined_again(fleet: FleetHandle, host: Kube, ns: str
         member_cfg = {m.name: m for m in load_config().members}[lost]
         host.request("DELETE", f"{CLUSTERS}/{lost}")
         try:
-            until(f"Cluster {lost} gone", lambda: host.get_or_none(f"{CLUSTERS}/{lost}") is None, 120)
+            until(f"Cluster {lost} gone", lambda: host.get_or_none(f"{CLUSTERS}/{lost}") is None, 300)
             for name in on_lost:
                 until(f"{name} requeued (ClusterLost)", requeued_lost(host, ns, name), 60)
                 until(f"{name} re-admitted and placed on {other}", moved(host, ns, name, other, first[name]), 120,
                       show=lambda: binding(host, ns, name))
-        finally:
+        finally:       # join again only once Karmada has finished removing it (else the join is undone)
+            until(f"Cluster {lost} gone", lambda: host.get_or_none(f"{CLUSTERS}/{lost}") is None, 300)
             for obj in join_objects(member_cfg, Pki(fleet.info.state_dir / "pki")):
                 host.apply(obj)
         until(f"Cluster {lost} joined again and Ready", lambda: is_true(host.get_or_none(f"{CLUSTERS}/{lost}"), "Ready")
