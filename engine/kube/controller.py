@@ -340,7 +340,10 @@ class Controller:
             if not job.state.holds_resources:
                 continue
             obj = self.bindings.get(key)
-            where = set(job.placement or {}) | set(plan.binding_clusters(obj) if obj else ())
+            # where it runs: spec.clusters once placed (in gate mode karmada-scheduler may have chosen other
+            # clusters than the engine planned: a job running elsewhere was requeued), else the engine's plan
+            placed = plan.binding_clusters(obj) if obj else []
+            where = set(placed) if placed else set(job.placement or {})
             hit = sorted(where & lost)
             if hit:
                 self._fail(key, Failure(FailureKind.CLUSTER_LOST, hit[0], f"cluster {hit[0]} is NotReady or gone"),
