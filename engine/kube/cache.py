@@ -45,7 +45,9 @@ class WatchCache:
         self.list_fn = list_fn
         self.handler = handler
         self.timeout_seconds = timeout_seconds
-        self.watchdog = watchdog if watchdog is not None else timeout_seconds + 15.0
+        # at least 75 s: a short --watch-timeout must not make a process that was frozen (SIGSTOP, a paused VM)
+        # abandon, on waking, a stream whose clean end is already waiting to be read
+        self.watchdog = watchdog if watchdog is not None else max(timeout_seconds + 15.0, 75.0)
         self.max_backoff = max_backoff
         self.objects: dict[str, Obj] = {}
         self.synced = asyncio.Event()

@@ -346,11 +346,16 @@ class Controller:
             cond = scheduled_condition(obj)
             if cond is None or cond.get("status") != "False":
                 continue
-            changed_after = (plan.parse_stamp(cond.get("lastTransitionTime")) or 0.0) >= int(resumed)
-            # SchedulerError is karmada-scheduler failing to write (e.g. its API server restarting); it retries
-            # by itself, so only a lasting one counts (acting at once re-admitted jobs after an API restart)
-            transient = cond.get("reason") == "SchedulerError"
-            if (changed_after and not transient) or now - resumed > UNSCHEDULED_GRACE:
+            changed = plan.parse_stamp(cond.get("lastTransitionTime")) or 0.0
+            changed_after = changed >= int(resumed)
+            if cond.get("reason") == "SchedulerError":
+                # karmada-scheduler failing to write (e.g. its API server restarting): it retries by itself, so
+                # only an error lasting the grace period counts, timed from when it appeared (acting on it at
+                # once re-admitted jobs after an API restart)
+                failed = now - max(changed, resumed) > UNSCHEDULED_GRACE
+            else:
+                failed = changed_after or now - resumed > UNSCHEDULED_GRACE
+            if failed:
                 self.resumed_at.pop(key, None)
                 self._fail(key, Failure(FailureKind.UNSCHEDULABLE, None,
                                         f"karmada-scheduler: {cond.get('reason', '')}: {cond.get('message', '')}"),
@@ -375,7 +380,10 @@ class Controller:
             if not job.state.holds_resources:
                 continue
             obj = self.bindings.get(key)
-            where = set(job.placement or {}) | set(plan.binding_clusters(obj) if obj else ())
+            # where it runs: spec.clusters once placed (in gate mode karmada-scheduler may have chosen other
+            # clusters than the engine planned: a job running elsewhere was requeued), else the engine's plan
+            placed = plan.binding_clusters(obj) if obj else []
+            where = set(placed) if placed else set(job.placement or {})
             hit = sorted(where & lost)
             if hit:
                 self._fail(key, Failure(FailureKind.CLUSTER_LOST, hit[0], f"cluster {hit[0]} is NotReady or gone"),

@@ -289,4 +289,21 @@ def test_a_transient_scheduler_error_is_left_to_karmada_scheduler_to_retry() -> 
             "message": "Patch ...: connection refused", "lastTransitionTime": "1970-01-01T00:16:41Z"}
     ctl.on_binding("MODIFIED", o.binding(job, paused=False, rv="12", conditions=[cond]), ctl.bindings["team-a/j-job"])
     assert patches(ctl.step(1001.0), "requeue") == []
-    assert patches(ctl.step(1000.0 + UNSCHEDULED_GRACE + 1), "requeue")
+    late = dict(cond, lastTransitionTime="1970-01-01T00:20:00Z")   # appeared long after the resume (at 1200)
+    ctl.on_binding("MODIFIED", o.binding(job, paused=False, rv="13", conditions=[late]), ctl.bindings["team-a/j-job"])
+    assert patches(ctl.step(1200.0 + UNSCHEDULED_GRACE - 1), "requeue") == []     # e.g. we were frozen meanwhile
+    assert patches(ctl.step(1200.0 + UNSCHEDULED_GRACE + 1), "requeue")
+
+
+def test_a_lost_cluster_requeues_only_jobs_that_run_there() -> None:
+    """Gate mode: karmada-scheduler may place a job elsewhere than the engine planned; spec.clusters is where it
+    runs. A job the engine planned on m1 but Karmada put on m2 keeps running when m1 is lost."""
+    ctl = controller(Requeue({}, None))
+    j = o.batch_job("j", parallelism=1)
+    feed(ctl, o.cluster("m1"), o.cluster("m2", cpu="8"), j, o.binding(j))
+    ctl.step(1.0)
+    assert set(ctl.engine.state.jobs["team-a/j-job"].placement or {}) == {"m1"}
+    ctl.on_binding("MODIFIED", o.binding(j, paused=False, clusters=["m2"], rv="12"), ctl.bindings["team-a/j-job"])
+    ctl.step(2.0)
+    ctl.on_cluster("DELETED", None, o.cluster("m1"), 3.0)
+    assert patches(ctl.step(3.0), "requeue") == []
