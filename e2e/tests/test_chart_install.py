@@ -8,6 +8,7 @@ kubeconfigs the chart's Secrets would hold), through the core flows; `helm upgra
 
 from __future__ import annotations
 
+import re
 import base64
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,7 @@ RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.
 
 def policy(mode: str = "gate") -> str:
     text = (REPO / "policies" / "default.yaml").read_text()
-    text = text.replace("initialDelay: 10s", "initialDelay: 2s").replace("placementMode: gate", f"placementMode: {mode}")
+    text = re.sub(r"placementMode: \w+", f"placementMode: {mode}", text.replace("initialDelay: 10s", "initialDelay: 2s"))
     assert "initialDelay: 2s" in text and f"placementMode: {mode}" in text
     return text
 

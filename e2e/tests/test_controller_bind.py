@@ -3,6 +3,7 @@ placement (karmada-scheduler ignores them), a Scheduled condition, and Karmada d
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_bind_mode_writes_clusters_and_karmada_dispatches(fleet: FleetHandle, host: Kube, ns: str,
                                                           tmp_path: Path) -> None:
-    text = (REPO / "policies" / "default.yaml").read_text().replace("placementMode: gate", "placementMode: bind")
+    text = re.sub(r"placementMode: \w+", "placementMode: bind", (REPO / "policies" / "default.yaml").read_text())
     assert "placementMode: bind" in text
     with atoll(fleet.info, tmp_path, text) as (_, ctl, _cm):
         j = job("bound", ns, cpu="2", pods=3, run_seconds=5)

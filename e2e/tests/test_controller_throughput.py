@@ -13,6 +13,7 @@ Results are printed and written to $ATOLL_E2E_STATE/controller-bench-*.json.
 
 from __future__ import annotations
 
+import re
 import json
 import os
 from pathlib import Path
@@ -136,9 +137,9 @@ def summary(fleet: FleetHandle) -> Iterator[dict[tuple[str, float], dict[str, An
     (fleet.info.state_dir / "controller-bench-summary.json").write_text(json.dumps(rows, indent=2))
 
 
-def bind_policy() -> str:
-    text = default_policy().replace("placementMode: gate", "placementMode: bind")
-    assert "placementMode: bind" in text
+def mode_policy(mode: str) -> str:
+    text = re.sub(r"placementMode: \w+", f"placementMode: {mode}", default_policy())
+    assert f"placementMode: {mode}" in text
     return text
 
 
@@ -155,7 +156,7 @@ def test_scheduled_at_rate(mode: str, rate: float, fleet: FleetHandle, host: Kub
     if mode == "karmada":
         result = bindings_scheduled(host, ns, jobs, fleet.members, rate)
     else:
-        with atoll(fleet.info, tmp_path, bind_policy() if mode == "bind" else default_policy()) as (_, ctl, _cm):
+        with atoll(fleet.info, tmp_path, mode_policy(mode)) as (_, ctl, _cm):
             result = bindings_scheduled(host, ns, jobs, fleet.members, rate,
                                         scheduler="atoll" if mode == "bind" else "default-scheduler")
             result.update(pause_to_resume(host, ns))

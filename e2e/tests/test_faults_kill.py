@@ -6,6 +6,7 @@ died between writing the placement and writing the condition.
 
 from __future__ import annotations
 
+import re
 import os
 import random
 import time
@@ -34,7 +35,7 @@ def test_controller_sigkilled_at_ten_random_points(mode: str, fleet: FleetHandle
     print(f"\nATOLL_FAULT_SEED={seed}: SIGKILL after {points} admissions")
     text = (REPO / "policies" / "default.yaml").read_text()
     if mode == "bind":
-        text = text.replace("placementMode: gate", "placementMode: bind")
+        text = re.sub(r"placementMode: \w+", "placementMode: bind", text)
     scheduler = "atoll" if mode == "bind" else "default-scheduler"
     bodies = {f"{n}-job": binding_body(n, uid, ns, fleet.members, scheduler)
               for n, uid in make_jobs(host, ns, JOBS).items()}
