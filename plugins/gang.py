@@ -50,7 +50,7 @@ class Gang(Plugin):
         have = state.fleet_free if self.allow_split else state.max_free
         if fits(need, have):
             return None
-        return Refusal(self._reasons.get(_ACROSS if self.allow_split else _ONE, need, have), self.name)
+        return Refusal(self._reasons.get(_ACROSS if self.allow_split else _ONE, need, have), self.name, capacity=True)
 
     # -- place ------------------------------------------------------------------------------
     @hookimpl
@@ -76,7 +76,7 @@ class Gang(Plugin):
             return fallback
         if not self.allow_split:
             return Refusal(f"gang needs {format_resources(job.min_demand)} in one cluster; none of the "
-                           f"{len(clusters)} candidate cluster(s) has it free", self.name)
+                           f"{len(clusters)} candidate cluster(s) has it free", self.name, capacity=True)
         return self._split(job, clusters, state)
 
     def _split(self, job: Job, clusters: list[Cluster], state: FleetState) -> Union[Placement, Refusal]:
@@ -87,12 +87,12 @@ class Gang(Plugin):
         if missing:
             unplaced = ", ".join(f"{task}: {n}" for task, n in sorted(missing.items()))
             return Refusal(f"gang needs {format_resources(job.min_demand)} across clusters; the candidates "
-                           f"cannot hold the minimum (replicas left over: {unplaced})", self.name)
+                           f"cannot hold the minimum (replicas left over: {unplaced})", self.name, capacity=True)
         extras = {t.name: t.replicas - t.min_available for t in job.tasks}
         more, _, _ = pack_across(job.tasks, names, left, extras)
         placed = merge(placement, more)
         if not placed and any(t.replicas for t in job.tasks):
-            return Refusal("not a single replica fits in any candidate cluster", self.name)
+            return Refusal("not a single replica fits in any candidate cluster", self.name, capacity=True)
         return placed
 
 

@@ -13,15 +13,17 @@ it changes. Otherwise only newly arrived jobs are looked at.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 from typing import Iterator, Optional
 
 from sortedcontainers import SortedList
 
+from engine.core.preempt import PreemptRule, RunningIndex, VictimSearch, booked
 from engine.core.state import FleetState
-from engine.model import (Admission, Cluster, CycleResult, Failure, Job, JobState, Placement, Queue, Recovery,
-                          Refusal)
+from engine.model import (Admission, Cluster, CycleResult, Failure, Job, JobState, Placement, Preemption, Queue,
+                          Recovery, Refusal)
 from engine.pipeline import Pipeline, join_keys
 from engine.resources import fits, format_resources
 
@@ -41,6 +43,8 @@ class Engine:
         self._epoch_seen = -1                          # capacity epoch of the last full cycle
         self._admissions = 0                           # bumps invalidate cached queue keys
         self._queue_keys: dict[str, tuple[int, tuple]] = {}
+        self._running = RunningIndex()                 # possible victims (only with a preempt stage)
+        self._nomination_deadline: dict[str, float] = {}
 
     # -- policy ----------------------------------------------------------------------
     def set_pipeline(self, pipeline: Pipeline) -> None:
@@ -48,10 +52,13 @@ class Engine:
         self.pipeline = pipeline
         self._pending.clear()
         self._queue_keys.clear()
+        self._running = RunningIndex()
         for job in self.state.jobs.values():
             if job.state in (JobState.PENDING, JobState.REJECTED):
                 job.state = JobState.PENDING
                 self._enqueue(job)
+            elif job.state in (JobState.ADMITTED, JobState.RUNNING):
+                self._index_running(job, fresh=False)
         self._epoch_seen = -1
 
     # -- cluster and queue changes ------------------------------------------------
@@ -92,22 +99,27 @@ class Engine:
         self.state.hold(job)
         if running:
             self.state.mark_started(job, admitted_at)
+        self._index_running(job, fresh=False)
 
     def update_job(self, job: Job) -> None:
         """The job's spec changed (same id). Waiting jobs are re-keyed; admitted ones re-charged,
         so a scale-up after admission is counted against quota and capacity."""
         old = self.state.jobs[job.id]
         for name in ("state", "attempts", "excluded_clusters", "not_before", "pending_reason", "placement",
-                     "admitted_at", "seq", "blocked_epoch"):
+                     "admitted_at", "seq", "blocked_epoch", "preemptions", "preempted_by", "nominated",
+                     "nominated_at", "victims", "evicted_at"):
             setattr(job, name, getattr(old, name))
         job.generation = old.generation + 1
         if old.state.holds_resources:
+            evicting = old.state is JobState.EVICTING
             self.state.release(old)
             job.placement = _rescale(old.placement or {}, job)
             self.state.hold(job)
-            if job.state is JobState.RUNNING:      # its pods exist: the next newer report counts them
+            if job.state in (JobState.RUNNING, JobState.EVICTING):   # its pods exist: the next newer report counts them
                 self.state.mark_started(job, self.state.now)
             self.state.jobs[job.id] = job
+            if not evicting:
+                self._index_running(job, fresh=False)
             return
         self._unindex(old)
         self.state.jobs[job.id] = job
@@ -119,8 +131,10 @@ class Engine:
         job = self.state.jobs.pop(job_id, None)
         if job is None:
             return
+        self._stop_holding(job)
         self.state.release(job)
         self._unindex(job)
+        self._drop_nomination(job)
         self._dirty.discard(job_id)
 
     def started(self, job_id: str, now: float) -> None:
@@ -135,15 +149,19 @@ class Engine:
         job = self.state.jobs.get(job_id)
         if job is None or job.state.finished:
             return
+        self._stop_holding(job)
         self.state.release(job, ended_at)
         self._unindex(job)
+        self._drop_nomination(job)
         job.state = JobState.SUCCEEDED if succeeded else JobState.FAILED
 
     def fail(self, job_id: str, failure: Failure, now: float) -> Recovery:
         """A failure signal: release what the job held and let the recover stage decide."""
         job = self.state.jobs[job_id]
+        self._stop_holding(job)
         self.state.release(job)
         self._unindex(job)
+        self._drop_nomination(job)
         recovery = self.pipeline.recover(job=job, failure=failure, state=self.state, now=now)
         if recovery is None:
             recovery = Recovery(requeue=False, reason=f"{failure.kind.value}: {failure.message or 'failed'}; "
@@ -170,6 +188,9 @@ class Engine:
         result = CycleResult(full=full)
         self.pipeline.cycle_start(state=state, now=now)
         self._queue_keys.clear()
+        self._running.settle()
+        if state.nominations():                     # nominees look again each cycle: their victims' capacity
+            self._dirty.update(state.nominations())  # shows with a status report, which may not move the epoch
         cursors = self._candidates(full)
         self._dirty.clear()
         heap: list[tuple[tuple, str]] = [(self._queue_key(name), name) for name in cursors]
@@ -214,23 +235,48 @@ class Engine:
         self._queue_keys[name] = (self._admissions, key)
         return key
 
-    def _examine(self, job: Job, now: float, result: CycleResult) -> None:
+    def _examine(self, job: Job, now: float, result: CycleResult) -> Optional[Refusal]:
+        """Admit ``job`` or keep it pending. Returns the refusal when it stays pending with nothing
+        changed, None when it was admitted or a preemption was issued for it (it is then nominated)."""
         state = self.state
         if job.not_before > now:
             # no retry_at: _enqueue already set the timer for not_before; another would pile up per cycle
-            self._block(job, Refusal(f"backing off after failure until t={job.not_before:g}", "engine"), result)
-            return
-        if job.queue not in state.queues:
-            self._block(job, Refusal(f"queue {job.queue!r} does not exist", "engine"), result)
-            return
-        refusal = self.pipeline.admit_positional(job, state)
-        if refusal is not None:
+            refusal = Refusal(f"backing off after failure until t={job.not_before:g}", "engine")
             self._block(job, refusal, result)
-            return
-        decided = self._place(job)
+            return refusal
+        if job.queue not in state.queues:
+            refusal = Refusal(f"queue {job.queue!r} does not exist", "engine")
+            self._block(job, refusal, result)
+            return refusal
+        booking = None
+        if job.nominated is not None:
+            waiting = self._nominee_waits(job, now)
+            if waiting is not None:
+                self._block(job, waiting, result)
+                return waiting
+            booking = state.unnominate(job.id)        # its own booking is room for it, not against it
+        refusal = self.pipeline.admit_positional(job, state)
+        decided: Placement | Refusal = refusal if refusal is not None else self._place(job)
+        if booking is not None:
+            if isinstance(decided, Refusal) and now < self._nomination_deadline.get(job.id, now):
+                # the victims are gone but their capacity does not show yet (the member's next status
+                # report): keep it booked and wait, never preempt again for the same need
+                state.renominate(job.id, booking)
+                waiting = Refusal(f"its victims are gone; waiting for their capacity to show in the clusters' "
+                                  f"status (held for it until t={self._nomination_deadline[job.id]:g})", "preempt",
+                                  retry_at=self._nomination_deadline[job.id])
+                self._block(job, waiting, result)
+                return waiting
+            self._clear_nomination(job, freed=isinstance(decided, Refusal))
         if isinstance(decided, Refusal):
+            if decided.capacity and self.pipeline.has_preempt:
+                preempted, retry_at = self._preempt(job, now, result)
+                if preempted:
+                    return None
+                if retry_at is not None:       # victims protected by a minimum runtime: look again then
+                    decided = dataclasses.replace(decided, retry_at=retry_at)
             self._block(job, decided, result)
-            return
+            return decided
         job.state = JobState.ADMITTED
         job.placement = decided
         job.admitted_at = now
@@ -238,8 +284,111 @@ class Engine:
         job.pending_reason = ""
         self._unindex(job)
         state.hold(job)
+        self._index_running(job, fresh=True)
         self._admissions += 1
         result.admitted.append(Admission(job.id, job.queue, decided, now))
+        return None
+
+    # -- preemption (engine.core.preempt) --------------------------------------------------
+    def _fit(self, job: Job) -> Optional[Placement]:
+        """The dry run of a preemption: the same admit and place calls as an examination."""
+        if self.pipeline.admit_positional(job, self.state) is not None:
+            return None
+        decided = self._place(job)
+        return None if isinstance(decided, Refusal) else decided
+
+    def _preempt(self, job: Job, now: float, result: CycleResult) -> tuple[bool, Optional[float]]:
+        """Try to free capacity for ``job``: (whether a preemption was issued, when protected victims
+        become eligible if that is why none was)."""
+        state = self.state
+        rules: list[PreemptRule] = self.pipeline.preempt_rule(job=job, state=state, now=now)
+        if not rules or not len(self._running):
+            return False, None
+        protect = self.pipeline.protect
+
+        def protected(preemptor: Job, victim: Job, rule: PreemptRule) -> Optional[str]:
+            return protect(preemptor=preemptor, victim=victim, rule=rule, state=state, now=now)
+
+        search = VictimSearch(state, self._running, self._fit, protected, now)
+        found = search.run(job, rules)
+        if found is None:
+            return False, search.protected_until
+        rule = found.rule
+        ids = tuple(v.id for v in found.victims)
+        for victim in found.victims:
+            self._running.discard(victim.id)
+            victim.state = JobState.EVICTING
+            victim.preempted_by = job.id
+            victim.evicted_at = now
+            victim.pending_reason = f"preempted by {job.id} ({rule.reason}) at t={now:g}"
+        job.nominated = found.placement
+        job.nominated_at = now
+        job.victims = ids
+        state.nominate(job.id, booked(job, found.placement), list(found.victims))
+        deadline = now + rule.nomination_timeout
+        self._nomination_deadline[job.id] = deadline
+        result.preemptions.append(Preemption(job.id, ids, rule.reason, now, rule.grace_period, rule.plugin))
+        self._block(job, self._waiting(job, ids, rule.reason, deadline), result)
+        return True, None
+
+    @staticmethod
+    def _waiting(job: Job, victims: tuple[str, ...], reason: str, deadline: float) -> Refusal:
+        shown = ", ".join(victims[:3]) + (f" and {len(victims) - 3} more" if len(victims) > 3 else "")
+        return Refusal(f"preempting {len(victims)} job(s) for it ({reason}): {shown}; their capacity is held "
+                       f"for it until they are gone (at the latest t={deadline:g})", "preempt", retry_at=deadline)
+
+    def _nominee_waits(self, job: Job, now: float) -> Optional[Refusal]:
+        """A nominated preemptor waits while its victims still hold capacity (until its deadline); then it
+        is examined with its booking counted as free for it."""
+        deadline = self._nomination_deadline.get(job.id, now)
+        jobs = self.state.jobs
+        left = tuple(v for v in job.victims if v in jobs and jobs[v].state.holds_resources)
+        if left and now < deadline:
+            return self._waiting(job, left, "waiting", deadline)
+        return None
+
+    def _drop_nomination(self, job: Job) -> None:
+        if job.nominated is not None:
+            self.state.unnominate(job.id)
+            self._clear_nomination(job, freed=True)
+
+    def _clear_nomination(self, job: Job, freed: bool) -> None:
+        if freed:
+            self.state.capacity_epoch += 1        # what was booked for it is free for everyone again
+        job.nominated = None
+        job.nominated_at = None
+        job.victims = ()
+        self._nomination_deadline.pop(job.id, None)
+
+    def evicted(self, job_id: str, now: float, ended_at: Optional[float] = None) -> None:
+        """A victim's workload is gone from every member it ran on: its capacity is released (with
+        ``ended_at``, credited at once as in ``finished``; otherwise seen at the next status report)
+        and it goes back to its queue as it was (identity, priority, arrival order), ``preemptions``
+        counted apart from failures."""
+        job = self.state.jobs.get(job_id)
+        if job is None or job.state is not JobState.EVICTING:
+            return
+        self._stop_holding(job)
+        self.state.release(job, ended_at)
+        job.state = JobState.PENDING
+        job.placement = None
+        job.preemptions += 1
+        job.pending_reason = f"preempted by {job.preempted_by} at t={job.evicted_at or now:g}; waiting to run again"
+        self._enqueue(job)
+
+    def _index_running(self, job: Job, fresh: bool) -> None:
+        if self.pipeline.has_preempt:
+            rank = self.pipeline.victim_rank(job=job, state=self.state)
+            self._running.add(job, job.priority if rank is None else rank, fresh)
+
+    def _stop_holding(self, job: Job) -> None:
+        """``job`` is about to release its capacity: it is no candidate victim any more, and if it is
+        a victim its preemptor's nomination now books what it held."""
+        self._running.discard(job.id)
+        if job.state is JobState.EVICTING:
+            preemptor = self.state.jobs.get(job.preempted_by)
+            if preemptor is not None and job.id in preemptor.victims:
+                self.state.victim_gone(preemptor.id, job)
 
     def _place(self, job: Job) -> Placement | Refusal:
         state = self.state
@@ -273,7 +422,7 @@ class Engine:
             if reasons:
                 candidates = [c for c in candidates if c.name not in reasons]
             if not candidates:
-                return Refusal("no cluster fits: " + _summarise(reasons), "place")
+                return Refusal("no cluster fits: " + _summarise(reasons), "place", capacity=True)
         if self.pipeline.has_score and len(candidates) > 1:
             parts = self.pipeline.score(job=job, clusters=candidates, state=state)
             scores: dict[str, int] = parts[0] if len(parts) == 1 else {}
@@ -344,6 +493,11 @@ class Engine:
             lines.append("placement: " + ", ".join(f"{c}: {p}" for c, p in sorted(job.placement.items())))
         if job.excluded_clusters:
             lines.append("avoids: " + ", ".join(sorted(job.excluded_clusters)))
+        if job.preemptions or job.state is JobState.EVICTING:
+            when = f" at t={job.evicted_at:g}" if job.evicted_at is not None else ""
+            lines.append(f"preempted {job.preemptions} time(s); last by {job.preempted_by}{when}")
+        if job.nominated is not None:
+            lines.append("waiting for its victims to be gone: " + ", ".join(job.victims))
         return "\n".join(lines)
 
 
@@ -355,7 +509,7 @@ def default_placement(job: Job, candidates: list[Cluster], state: FleetState) ->
             if fits(demand, state.free(cluster.name)):
                 return {cluster.name: {t.name: t.replicas for t in job.tasks if t.replicas}}
     return Refusal(f"no ready cluster has room for the whole job ({format_resources(demand)}); "
-                   f"the most free in one cluster is {format_resources(state.max_free)}", "engine")
+                   f"the most free in one cluster is {format_resources(state.max_free)}", "engine", capacity=True)
 
 
 def _summarise(reasons: dict[str, str], limit: int = 3) -> str:

@@ -40,6 +40,10 @@ class FleetState:
         self._ready: Optional[list[Cluster]] = None
         self._children: Optional[dict[str, list[str]]] = None
         self._fits = FitIndex()                         # request -> clusters where it fits, kept incrementally
+        # preemptor job id -> (claimed capacity per cluster, capacity its victims still hold): see nominate
+        self._nominations: dict[str, tuple[dict[str, Resources], dict[str, Resources]]] = {}
+        self._excess: dict[str, Resources] = {}         # cluster -> victims' capacity beyond their preemptors' claims
+        self._dry_runs = 0
 
     # -- capacity views ----------------------------------------------------------
     def free(self, cluster: str) -> Resources:
@@ -243,7 +247,8 @@ class FleetState:
             if booked is not None:
                 add_into(self._reserved[cluster], booked[0], -1)
                 self._usage_changed(cluster)
-            elif ended_at is not None and job.state is JobState.RUNNING and cluster in self.clusters \
+            elif ended_at is not None and job.state in (JobState.RUNNING, JobState.EVICTING) \
+                    and cluster in self.clusters \
                     and self.clusters[cluster].status_time < ended_at:
                 credit = job.placed_demand(cluster)
                 self._credits.setdefault(cluster, {})[job.id] = (credit, ended_at)
@@ -258,3 +263,88 @@ class FleetState:
             if flights and job.id in flights:
                 reserved, _ = flights[job.id]
                 flights[job.id] = (reserved, at)
+
+    # -- preemption (engine.core.preempt) ------------------------------------------------
+    def suppose_gone(self, job: Job, sign: int = 1) -> None:
+        """Dry run only (between ``dry_run_begin``/``dry_run_end``): count ``job``'s queue usage and its
+        capacity on every cluster of its placement as free (``sign=-1`` undoes it). Whether the last
+        report counts the job or an in-flight reservation does, free capacity grows by its placed demand."""
+        self._charge(job.queue, job.demand, -sign)
+        for cluster in job.placement or {}:
+            if cluster in self.clusters:
+                add_into(self._reserved.setdefault(cluster, {}), job.placed_demand(cluster), -sign)
+                self._usage_changed(cluster)
+
+    def dry_run_begin(self) -> int:
+        """Enter a dry run: ``capacity_epoch`` takes a value never used before (caches keyed on it, such
+        as the capacity plugin's guarantee ledger, see the supposed state), and the capacity being freed
+        by evictions beyond what their preemptors claim counts as free; returns the epoch to restore."""
+        self._dry_runs += 1
+        saved = self.capacity_epoch
+        self.capacity_epoch = -self._dry_runs
+        self._credit_excess(1)
+        return saved
+
+    def dry_run_end(self, saved: int) -> None:
+        self._credit_excess(-1)
+        self.capacity_epoch = saved
+
+    def _credit_excess(self, sign: int) -> None:
+        for cluster, amount in self._excess.items():
+            if cluster in self.clusters and any(amount.values()):
+                add_into(self._reserved.setdefault(cluster, {}), amount, -sign)
+                self._usage_changed(cluster)
+
+    # A nomination is a preemptor's claim ``need`` (cluster -> resources) on the capacity its victims hold
+    # (``holding``, shrinking as they go). Others must see max(holding, need) taken on each cluster: the
+    # victims' pods are counted by reports or in-flight reservations, so the booking added is
+    # max(0, need - holding). In a dry run the victims are as good as gone and the preemptor holds its
+    # need: max(0, holding - need) (``_excess``) is credited back.
+    def _apply_nomination(self, job_id: str, sign: int) -> None:
+        need, holding = self._nominations[job_id]
+        for cluster in set(need) | set(holding):
+            wanted, held = need.get(cluster, {}), holding.get(cluster, {})
+            booking = {r: v - held.get(r, 0) for r, v in wanted.items() if v > held.get(r, 0)}
+            excess = {r: v - wanted.get(r, 0) for r, v in held.items() if v > wanted.get(r, 0)}
+            add_into(self._excess.setdefault(cluster, {}), excess, sign)
+            if booking and cluster in self.clusters:
+                add_into(self._reserved.setdefault(cluster, {}), booking, sign)
+                self._usage_changed(cluster)
+
+    def nominate(self, job_id: str, need: dict[str, Resources], victims: list[Job]) -> None:
+        """Book capacity for a preemptor until ``unnominate``: what its victims free is not free for
+        anyone else (up to ``need`` on each cluster)."""
+        self.unnominate(job_id)
+        holding: dict[str, Resources] = {}
+        for victim in victims:
+            for cluster in victim.placement or {}:
+                add_into(holding.setdefault(cluster, {}), victim.placed_demand(cluster))
+        self._nominations[job_id] = (need, holding)
+        self._apply_nomination(job_id, 1)
+
+    def victim_gone(self, job_id: str, victim: Job) -> None:
+        """A victim of ``job_id``'s nomination stopped holding capacity (call before releasing it)."""
+        if job_id not in self._nominations:
+            return
+        self._apply_nomination(job_id, -1)
+        holding = self._nominations[job_id][1]
+        for cluster in victim.placement or {}:
+            if cluster in holding:
+                add_into(holding[cluster], victim.placed_demand(cluster), -1)
+        self._apply_nomination(job_id, 1)
+
+    def unnominate(self, job_id: str) -> Optional[tuple[dict[str, Resources], dict[str, Resources]]]:
+        """Drop a preemptor's booking; returns it (for ``renominate``), None if it had none."""
+        if job_id not in self._nominations:
+            return None
+        self._apply_nomination(job_id, -1)
+        return self._nominations.pop(job_id)
+
+    def renominate(self, job_id: str, booking: tuple[dict[str, Resources], dict[str, Resources]]) -> None:
+        """Put back a booking ``unnominate`` returned (the preemptor could not be admitted yet)."""
+        self._nominations[job_id] = booking
+        self._apply_nomination(job_id, 1)
+
+    def nominations(self) -> dict[str, tuple[dict[str, Resources], dict[str, Resources]]]:
+        """Preemptor id -> (capacity claimed per cluster, capacity its victims still hold per cluster)."""
+        return self._nominations

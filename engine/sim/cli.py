@@ -134,6 +134,15 @@ def _fmt(value: Any, unit: str = "") -> str:
     return f"{value}{unit}"
 
 
+def _work(resource: str, amount: float) -> str:
+    """Resource-seconds in the resource's own units: cpu in core-seconds, memory in GiB-seconds."""
+    if resource == "cpu":
+        return f"{amount / 1000:,.0f} core-s"
+    if resource == "memory":
+        return f"{amount / 2**30:,.0f} GiB-s"
+    return f"{amount:,.0f} unit-s"
+
+
 def _pct(value: Optional[float]) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
@@ -154,6 +163,12 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
     table.add_row("attempts", ", ".join(f"{n} {k}" for k, n in s["attempts"]["byOutcome"].items()) or "0")
     table.add_row("wait (submit to start)", f"p50 {_fmt(s['wait']['p50'], 's')}, p95 {_fmt(s['wait']['p95'], 's')}, "
                                             f"max {_fmt(s['wait']['max'], 's')}")
+    pre = s["preemption"]
+    if pre["preemptions"]:
+        lost = ", ".join(f"{k} {_work(k, v)}" for k, v in pre["workLost"].items())
+        table.add_row("preemption", f"{pre['preemptions']} preemptions, {pre['jobsEvicted']} jobs evicted "
+                                    f"(at most {pre['mostPerJob']} times one job); work lost: {lost or 'none'}, "
+                                    f"{pre['gpuHoursLost']:g} GPU-hours")
     held, useful = s["utilisation"]["held"], s["utilisation"]["useful"]
     table.add_row("utilisation (held / useful)",
                   ", ".join(f"{name} {_pct(held[name])} / {_pct(useful[name])}" for name in held))
@@ -179,6 +194,10 @@ COMPARE_METRICS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
     ("makespan (s)", lambda s: s["makespan"]),
     ("makespan / lower bound", lambda s: s["makespanRatio"]),
     ("partial gangs", lambda s: s["partialGangs"]),
+    ("preemptions", lambda s: s["preemption"]["preemptions"]),
+    ("jobs evicted", lambda s: s["preemption"]["jobsEvicted"]),
+    ("cpu work lost (core-s)", lambda s: round(s["preemption"]["workLost"].get("cpu", 0.0) / 1000, 1)),
+    ("GPU-hours lost", lambda s: s["preemption"]["gpuHoursLost"]),
     ("attempts", lambda s: s["attempts"]["total"]),
     ("wait p50 (s)", lambda s: s["wait"]["p50"]),
     ("wait p95 (s)", lambda s: s["wait"]["p95"]),
