@@ -34,6 +34,7 @@ class Preemptable(Plugin):
         self.text: str = self.config["expression"]
         compiler = cel if cel is not None else CelCompiler()
         self.expression = JobCel(compiler.compile(self.text, f"{self.where}.expression", ("job",), "bool"))
+        self._verdicts: dict[tuple[str, int], Optional[str]] = {}     # (victim id, generation) -> reason
 
     def verdict_key(self, job: Job) -> Optional[Hashable]:
         return ()                     # judges victims only: the same for every preemptor
@@ -41,10 +42,18 @@ class Preemptable(Plugin):
     @hookimpl
     def atoll_protect(self, preemptor: Job, victim: Job, rule: PreemptRule, state: FleetState,
                       now: float) -> Optional[str]:
+        key = (victim.id, victim.generation)
+        try:
+            return self._verdicts[key]
+        except KeyError:
+            pass
         value, error = self.expression.evaluate(victim)
-        if error:
-            return f"preemptable expression failed ({error}): protected"
-        return None if value is True else f"not preemptable ({self.text} is false)"
+        verdict = f"preemptable expression failed ({error}): protected" if error else \
+            None if value is True else f"not preemptable ({self.text} is false)"
+        if len(self._verdicts) >= 100_000:
+            self._verdicts.clear()
+        self._verdicts[key] = verdict
+        return verdict
 
 
 PLUGINS = [Preemptable]

@@ -51,7 +51,7 @@ class PriorityPreemption(Plugin):
         self.expression: Optional[JobCel] = None
         if text.strip() != _PLAIN:
             compiler = cel if cel is not None else CelCompiler()
-            self.expression = JobCel(compiler.compile(text, f"{self.where}.priority", ("job",), "int"))
+            self.expression = JobCel(compiler.compile(text, f"{self.where}.priority", ("job",), "int"), compiler)
         self._cache: CelCache[tuple[str, int, int, str]] = CelCache()
 
     def rank(self, job: Job) -> int:

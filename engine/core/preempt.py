@@ -79,6 +79,8 @@ class RunningIndex:
         self._by_queue: dict[str, SortedList] = {}
         self._entries: dict[str, tuple[str, tuple[float, float, int, str]]] = {}
         self._fresh: list[tuple[str, tuple[float, float, int, str]]] = []
+        self._count = 0                       # entries in _by_queue
+        self._placed: dict[str, dict[str, Resources]] = {}     # job id -> cluster -> its placed demand
 
     def add(self, job: Job, rank: int, fresh: bool = True) -> None:
         self.discard(job.id)
@@ -87,21 +89,34 @@ class RunningIndex:
             self._fresh.append((job.queue, entry))
         else:
             self._by_queue.setdefault(job.queue, SortedList()).add(entry)
+            self._count += 1
         self._entries[job.id] = (job.queue, entry)
 
+    def placed(self, job: Job) -> dict[str, Resources]:
+        """What ``job`` holds on each cluster of its placement (computed once while indexed)."""
+        known = self._placed.get(job.id)
+        if known is None:
+            known = {c: job.placed_demand(c) for c in job.placement or {}}
+            if job.id in self._entries:
+                self._placed[job.id] = known
+        return known
+
     def discard(self, job_id: str) -> None:
+        self._placed.pop(job_id, None)
         known = self._entries.pop(job_id, None)
         if known is not None:
             queue, entry = known
             entries = self._by_queue.get(queue)
-            if entries is not None:
-                entries.discard(entry)        # a fresh entry is dropped by settle()
+            if entries is not None and entry in entries:      # a fresh entry is dropped by settle()
+                entries.remove(entry)
+                self._count -= 1
 
     def settle(self) -> None:
         """A new cycle: this cycle's admissions become candidates."""
         for queue, entry in self._fresh:
             if self._entries.get(entry[3]) == (queue, entry):
                 self._by_queue.setdefault(queue, SortedList()).add(entry)
+                self._count += 1
         self._fresh.clear()
 
     def rank(self, job_id: str) -> Optional[float]:
@@ -120,7 +135,7 @@ class RunningIndex:
         return entries.irange(maximum=(below,), inclusive=(True, False))
 
     def __len__(self) -> int:
-        return sum(len(e) for e in self._by_queue.values())
+        return self._count
 
 
 def above_guarantee(queue: Queue) -> bool:
@@ -136,8 +151,11 @@ Protect = Callable[[Job, Job, PreemptRule], Optional[str]]
 class VictimSearch:
     """One preemption attempt for one job: ``run(rules)`` -> Found or None. See the module doc."""
 
-    def __init__(self, state: FleetState, index: RunningIndex, fit: Fit, protect: Protect, now: float) -> None:
+    def __init__(self, state: FleetState, index: RunningIndex, fit: Fit, protect: Protect, now: float,
+                 budget: Optional[list[int]] = None) -> None:
         self.state = state
+        self.budget = budget if budget is not None else [1 << 30]     # dry runs left this cycle (shared)
+        self.exhausted = False
         self.index = index
         self.fit = fit
         self.protect = protect
@@ -147,6 +165,12 @@ class VictimSearch:
         self.protected_until: Optional[float] = None     # earliest end of a min-runtime protection met
 
     def run(self, job: Job, rules: list[PreemptRule]) -> Optional[Found]:
+        if rules and self.state.freeing(job.min_demand):
+            # it may fit in what evictions under way free beyond their preemptors' claims: then it needs
+            # no victim of its own, it waits for them (the capacity epoch moves when they are gone)
+            coming = self._try(job, [], rules[0])
+            if coming is not None or self.exhausted:
+                return None
         for rule in rules:
             found = self._search(job, rule)
             if found is not None:
@@ -161,7 +185,7 @@ class VictimSearch:
             if bound is None:
                 continue
             queue = self.state.queues.get(name)
-            first = 0 if queue is not None and above_guarantee(queue) else 1
+            first = 0 if queue is not None and (not queue.guarantee or above_guarantee(queue)) else 1
             streams.append(_prefixed(first, self.index.ordered(name, bound)))
         return streams
 
@@ -183,20 +207,24 @@ class VictimSearch:
             if visited > rule.max_candidates:
                 break
             victim = state.jobs.get(entry[-1])
-            if victim is None or not self._eligible(job, victim, rule) or not _floor_ok(victim, removed, line, state):
+            if victim is None or not self._eligible(job, victim, rule):
                 continue
-            for name in _line_of(victim.queue, state):
-                add_into(removed.setdefault(name, {}), victim.demand)
+            guarded = _guarded(victim, line, state)
+            if guarded and not _floor_ok(victim, guarded, removed):
+                continue
+            for queue in guarded:
+                add_into(removed.setdefault(queue.name, {}), victim.demand)
             chosen.append(victim)
-            for cluster in victim.placement or {}:
-                add_into(freed.setdefault(cluster, {}), victim.placed_demand(cluster))
+            placed = self.index.placed(victim)
+            for cluster, amount in placed.items():
+                add_into(freed.setdefault(cluster, {}), amount)
                 on.setdefault(cluster, []).append(victim)
-            for cluster in sorted(victim.placement or {}):
+            for cluster in sorted(placed):
                 if dry_runs >= rule.max_dry_runs or cluster not in state.clusters:
                     continue
-                room = dict(state.free(cluster))
-                add_into(room, freed[cluster])
-                if fits(need, room):
+                free = state.free(cluster)
+                more = freed[cluster]
+                if all(free.get(r, 0) + more.get(r, 0) >= v for r, v in need.items() if v > 0):
                     dry_runs += 1
                     found = self._try(job, on[cluster], rule)
                     if found is not None:
@@ -226,21 +254,26 @@ class VictimSearch:
     def _try(self, job: Job, victims: list[Job], rule: PreemptRule) -> Optional[Found]:
         """Dry run: without ``victims``, does ``job`` fit? Then give back every victim it does not need."""
         state = self.state
+        if self.budget[0] <= 0:
+            self.exhausted = True
+            return None
+        self.budget[0] -= 1
         self.dry_runs += 1
         saved = state.dry_run_begin()
         gone = list(victims)
         try:
+            placed = self.index.placed
             for victim in gone:
-                state.suppose_gone(victim)
+                state.suppose_gone(victim, placed(victim))
             placement = self.fit(job)
             if placement is None:
                 return None
             for victim in reversed(victims):
-                state.suppose_gone(victim, -1)
+                state.suppose_gone(victim, placed(victim), -1)
                 gone.remove(victim)
                 again = self.fit(job)
                 if again is None:
-                    state.suppose_gone(victim)
+                    state.suppose_gone(victim, placed(victim))
                     gone.append(victim)
                 else:
                     placement = again
@@ -248,7 +281,7 @@ class VictimSearch:
             return Found(tuple(sorted(gone, key=lambda v: order[v.id])), placement, rule)
         finally:
             for victim in gone:
-                state.suppose_gone(victim, -1)
+                state.suppose_gone(victim, self.index.placed(victim), -1)
             state.dry_run_end(saved)
 
 
@@ -257,21 +290,23 @@ def _prefixed(first: int, entries: Iterator[tuple[float, float, int, str]]) -> I
         yield (first, *entry)
 
 
-def _line_of(queue: str, state: FleetState) -> list[str]:
-    return [queue, *(a.name for a in state.ancestors(queue))] if queue in state.queues else [queue]
+def _guarded(victim: Job, line: set[str], state: FleetState) -> list[Queue]:
+    """The queues of the victim's line (itself and ancestors) outside the preemptor's line that have a guarantee."""
+    queue = state.queues.get(victim.queue)
+    if queue is None:
+        return []
+    out = [queue] if queue.guarantee and queue.name not in line else []
+    if queue.parent:
+        out.extend(a for a in state.ancestors(queue.name) if a.guarantee and a.name not in line)
+    return out
 
 
-def _floor_ok(victim: Job, removed: dict[str, Resources], line: set[str], state: FleetState) -> bool:
-    """Taking ``victim`` keeps every queue of its line outside the preemptor's own line at or above its
-    guarantee in each guaranteed resource the victim uses (what is below stays untouched)."""
+def _floor_ok(victim: Job, guarded: list[Queue], removed: dict[str, Resources]) -> bool:
+    """Taking ``victim`` keeps every guarded queue at or above its guarantee in each guaranteed resource
+    the victim uses (what is below stays untouched)."""
     demand = victim.demand
-    for name in _line_of(victim.queue, state):
-        if name in line:
-            continue
-        queue = state.queues.get(name)
-        if queue is None or not queue.guarantee:
-            continue
-        gone = removed.get(name, {})
+    for queue in guarded:
+        gone = removed.get(queue.name, {})
         for resource, guaranteed in queue.guarantee.items():
             amount = demand.get(resource, 0)
             if amount > 0 and guaranteed > 0 and \

@@ -28,6 +28,8 @@ from engine.pipeline import Pipeline, join_keys
 from engine.resources import fits, format_resources
 
 _IndexEntry = tuple[tuple, int, str]
+DRY_RUNS_PER_CYCLE = 512
+"""Preemption dry runs one cycle may spend; refused jobs left without one look again next cycle."""
 
 
 class Engine:
@@ -44,7 +46,9 @@ class Engine:
         self._admissions = 0                           # bumps invalidate cached queue keys
         self._queue_keys: dict[str, tuple[int, tuple]] = {}
         self._running = RunningIndex()                 # possible victims (only with a preempt stage)
+        self._dry_runs = [DRY_RUNS_PER_CYCLE]
         self._nomination_deadline: dict[str, float] = {}
+        self._awaiting: set[str] = set()               # nominees whose victims are all gone
 
     # -- policy ----------------------------------------------------------------------
     def set_pipeline(self, pipeline: Pipeline) -> None:
@@ -189,8 +193,9 @@ class Engine:
         self.pipeline.cycle_start(state=state, now=now)
         self._queue_keys.clear()
         self._running.settle()
-        if state.nominations():                     # nominees look again each cycle: their victims' capacity
-            self._dirty.update(state.nominations())  # shows with a status report, which may not move the epoch
+        self._dry_runs = [DRY_RUNS_PER_CYCLE]
+        if self._awaiting:                          # their victims are gone; the capacity shows with a status
+            self._dirty.update(self._awaiting)      # report, which need not move the epoch: look each cycle
         cursors = self._candidates(full)
         self._dirty.clear()
         heap: list[tuple[tuple, str]] = [(self._queue_key(name), name) for name in cursors]
@@ -263,8 +268,7 @@ class Engine:
                 # report): keep it booked and wait, never preempt again for the same need
                 state.renominate(job.id, booking)
                 waiting = Refusal(f"its victims are gone; waiting for their capacity to show in the clusters' "
-                                  f"status (held for it until t={self._nomination_deadline[job.id]:g})", "preempt",
-                                  retry_at=self._nomination_deadline[job.id])
+                                  f"status (held for it until t={self._nomination_deadline[job.id]:g})", "preempt")
                 self._block(job, waiting, result)
                 return waiting
             self._clear_nomination(job, freed=isinstance(decided, Refusal))
@@ -301,18 +305,26 @@ class Engine:
         """Try to free capacity for ``job``: (whether a preemption was issued, when protected victims
         become eligible if that is why none was)."""
         state = self.state
+        if not self._running:                     # nobody to evict (e.g. everything was admitted this cycle)
+            return False, None
+        if self._dry_runs[0] <= 0:                # this cycle's preemption budget is spent: next cycle
+            return False, now
         rules: list[PreemptRule] = self.pipeline.preempt_rule(job=job, state=state, now=now)
-        if not rules or not len(self._running):
+        if not rules:
             return False, None
         protect = self.pipeline.protect
 
         def protected(preemptor: Job, victim: Job, rule: PreemptRule) -> Optional[str]:
             return protect(preemptor=preemptor, victim=victim, rule=rule, state=state, now=now)
 
-        search = VictimSearch(state, self._running, self._fit, protected, now)
+        search = VictimSearch(state, self._running, self._fit, protected, now, self._dry_runs)
         found = search.run(job, rules)
         if found is None:
+            if search.exhausted:         # this cycle's budget is spent: look again next cycle
+                return False, now if search.protected_until is None else min(now, search.protected_until)
             return False, search.protected_until
+        if not found.victims:          # it fits on what earlier evictions free beyond their claims: no victim
+            return False, None         # of its own; the epoch moves when they are gone
         rule = found.rule
         ids = tuple(v.id for v in found.victims)
         for victim in found.victims:
@@ -327,6 +339,7 @@ class Engine:
         state.nominate(job.id, booked(job, found.placement), list(found.victims))
         deadline = now + rule.nomination_timeout
         self._nomination_deadline[job.id] = deadline
+        heapq.heappush(self._timers, (deadline, job.id))     # nominees are re-examined every cycle anyway
         result.preemptions.append(Preemption(job.id, ids, rule.reason, now, rule.grace_period, rule.plugin))
         self._block(job, self._waiting(job, ids, rule.reason, deadline), result)
         return True, None
@@ -335,7 +348,7 @@ class Engine:
     def _waiting(job: Job, victims: tuple[str, ...], reason: str, deadline: float) -> Refusal:
         shown = ", ".join(victims[:3]) + (f" and {len(victims) - 3} more" if len(victims) > 3 else "")
         return Refusal(f"preempting {len(victims)} job(s) for it ({reason}): {shown}; their capacity is held "
-                       f"for it until they are gone (at the latest t={deadline:g})", "preempt", retry_at=deadline)
+                       f"for it until they are gone (at the latest t={deadline:g})", "preempt")
 
     def _nominee_waits(self, job: Job, now: float) -> Optional[Refusal]:
         """A nominated preemptor waits while its victims still hold capacity (until its deadline); then it
@@ -355,6 +368,7 @@ class Engine:
     def _clear_nomination(self, job: Job, freed: bool) -> None:
         if freed:
             self.state.capacity_epoch += 1        # what was booked for it is free for everyone again
+        self._awaiting.discard(job.id)
         job.nominated = None
         job.nominated_at = None
         job.victims = ()
@@ -389,6 +403,10 @@ class Engine:
             preemptor = self.state.jobs.get(job.preempted_by)
             if preemptor is not None and job.id in preemptor.victims:
                 self.state.victim_gone(preemptor.id, job)
+                jobs = self.state.jobs
+                if not any(v != job.id and v in jobs and jobs[v].state.holds_resources for v in preemptor.victims):
+                    self._awaiting.add(preemptor.id)
+                    self._dirty.add(preemptor.id)
 
     def _place(self, job: Job) -> Placement | Refusal:
         state = self.state

@@ -265,14 +265,14 @@ class FleetState:
                 flights[job.id] = (reserved, at)
 
     # -- preemption (engine.core.preempt) ------------------------------------------------
-    def suppose_gone(self, job: Job, sign: int = 1) -> None:
-        """Dry run only (between ``dry_run_begin``/``dry_run_end``): count ``job``'s queue usage and its
-        capacity on every cluster of its placement as free (``sign=-1`` undoes it). Whether the last
-        report counts the job or an in-flight reservation does, free capacity grows by its placed demand."""
+    def suppose_gone(self, job: Job, placed: dict[str, Resources], sign: int = 1) -> None:
+        """Dry run only (between ``dry_run_begin``/``dry_run_end``): count ``job``'s queue usage and what it
+        holds on each cluster (``placed``: cluster -> its placed demand) as free (``sign=-1`` undoes it).
+        Whether the last report counts the job or an in-flight reservation does, free capacity grows by it."""
         self._charge(job.queue, job.demand, -sign)
-        for cluster in job.placement or {}:
+        for cluster, amount in placed.items():
             if cluster in self.clusters:
-                add_into(self._reserved.setdefault(cluster, {}), job.placed_demand(cluster), -sign)
+                add_into(self._reserved.setdefault(cluster, {}), amount, -sign)
                 self._usage_changed(cluster)
 
     def dry_run_begin(self) -> int:
@@ -289,9 +289,19 @@ class FleetState:
         self._credit_excess(-1)
         self.capacity_epoch = saved
 
+    def freeing(self, need: Resources) -> bool:
+        """Evictions under way free more than their preemptors claimed (see ``_excess``) on some ready
+        cluster, enough that ``need`` could fit there with what is free now."""
+        for cluster, amount in self._excess.items():
+            if cluster in self.clusters and self.clusters[cluster].ready and any(v > 0 for v in amount.values()):
+                free = self.free(cluster)
+                if all(free.get(r, 0) + amount.get(r, 0) >= v for r, v in need.items() if v > 0):
+                    return True
+        return False
+
     def _credit_excess(self, sign: int) -> None:
         for cluster, amount in self._excess.items():
-            if cluster in self.clusters and any(amount.values()):
+            if cluster in self.clusters and any(v > 0 for v in amount.values()):
                 add_into(self._reserved.setdefault(cluster, {}), amount, -sign)
                 self._usage_changed(cluster)
 
