@@ -105,6 +105,16 @@ class Engine:
             self.state.mark_started(job, admitted_at)
         self._index_running(job, fresh=False)
 
+    def adopt_evicting(self, job: Job, placement: Placement, preempted_by: str, since: float) -> None:
+        """Restore a victim whose eviction was under way before a restart (the intent is recorded on its
+        object): it holds its capacity until ``evicted``, and is no candidate victim again."""
+        self.adopt(job, placement, since)
+        self._running.discard(job.id)
+        job.state = JobState.EVICTING
+        job.preempted_by = preempted_by
+        job.evicted_at = since
+        job.pending_reason = f"preempted by {preempted_by} at t={since:g}; its workload is being removed"
+
     def update_job(self, job: Job) -> None:
         """The job's spec changed (same id). Waiting jobs are re-keyed; admitted ones re-charged,
         so a scale-up after admission is counted against quota and capacity."""

@@ -25,6 +25,8 @@ from engine.kube.translate import (DEFAULT_QUEUE, PriorityClasses, cluster_from_
                                    template_outcome,
                                    template_started)
 from engine.kube.webhook import PAUSED_ANNOTATION, ManagedSelector
+from engine.kube.eviction import EVICTION_TIMEOUT, Evictions
+from engine.kube.works import WorkIndex
 from engine.model import Failure, FailureKind, Job, JobState, Queue, Recovery
 from engine.pipeline import Pipeline
 
@@ -34,7 +36,7 @@ Obj = dict[str, Any]
 UNSCHEDULED_GRACE = 30.0       # seconds a resumed binding may stay Scheduled=False before it counts as failed
 
 
-class Controller:
+class Controller(Evictions):
     def __init__(self, pipeline: Pipeline, selector: ManagedSelector = ManagedSelector(), mode: str = "gate",
                  on_admit: Optional[Callable[[str, str, float], None]] = None) -> None:
         self.engine = Engine(pipeline)
@@ -53,6 +55,8 @@ class Controller:
         self.resumed_at: dict[str, float] = {}       # job id -> when we resumed it (gate mode)
         self.failure_seen: dict[str, str] = {}       # job id -> failure marker already acted on
         self.requeued: set[str] = set()              # jobs paused again after a failure: resume reschedules
+        self.works = WorkIndex()                     # binding -> its Works (metadata only)
+        self.evicting: dict[str, float] = {}         # victim job id -> when its eviction was issued
         self.on_admit = on_admit
         self.pending: list[Patch | Event] = []
         self.engine.upsert_queue(Queue(DEFAULT_QUEUE))  # Volcano always has one; replaced by a real one
@@ -152,9 +156,12 @@ class Controller:
             lost, self.lost_clusters = self.lost_clusters, set()
             self._clusters_lost(lost, now, out)
         self._check_unscheduled(now, out)
+        self._check_evictions(now, out)
         result = self.engine.cycle(now)
         for adm in result.admitted:
             self._admitted(adm.job_id, adm.queue, adm.placement, now, out)
+        for preemption in result.preemptions:
+            self._preempt(preemption, now, out)
         for job_id, reason in result.reasons.items():
             obj = self.bindings.get(job_id)
             job = self.engine.state.jobs.get(job_id)
@@ -185,7 +192,7 @@ class Controller:
         if obj is None:
             if known is not None:
                 self.engine.remove_job(key)
-            for table in (self.fingerprints, self.invalid, self.resumed_at, self.failure_seen):
+            for table in (self.fingerprints, self.invalid, self.resumed_at, self.failure_seen, self.evicting):
                 table.pop(key, None)
             self.requeued.discard(key)
             return
@@ -215,6 +222,8 @@ class Controller:
         fingerprint = job_fingerprint(job)
         if known is None:
             self.fingerprints[key] = fingerprint
+            if self._restore_preemption(key, obj, job, now, out):
+                return
             if self._waiting(obj):
                 refusal = self.engine.submit(job)
                 if refusal is not None:
@@ -252,7 +261,7 @@ class Controller:
 
     def _lifecycle(self, key: str, obj: Obj, job: Job, template: Obj, now: float, out: list[Patch | Event]) -> None:
         """Finished, failed, started: from the template's status (Karmada aggregates members into it)."""
-        if not job.state.holds_resources:
+        if not job.state.holds_resources or job.state is JobState.EVICTING:
             return
         outcome = template_outcome(template)
         ref = binding_ref(obj)
@@ -296,7 +305,7 @@ class Controller:
 
     def _clusters_lost(self, lost: set[str], now: float, out: list[Patch | Event]) -> None:
         for key, job in list(self.engine.state.jobs.items()):
-            if not job.state.holds_resources:
+            if not job.state.holds_resources or job.state is JobState.EVICTING:
                 continue
             obj = self.bindings.get(key)
             where = set(job.placement or {}) | set(plan.binding_clusters(obj) if obj else ())
@@ -366,9 +375,22 @@ class Controller:
     def explain(self, key: str) -> str:
         if key in self.invalid:
             return f"job {key}: not schedulable: {self.invalid[key]}"
-        return self.engine.explain(key)
+        text = self.engine.explain(key)
+        obj = self.bindings.get(key)
+        annotations = meta(obj).get("annotations") or {} if obj is not None else {}
+        if annotations.get(plan.PREEMPTED_BY_ANNOTATION):
+            text += (f"\npreempted by {annotations[plan.PREEMPTED_BY_ANNOTATION]} "
+                     f"({annotations.get(plan.PREEMPTIONS_ANNOTATION, '?')} time(s) in all)")
+        if key in self.evicting:
+            since = self.evicting[key]
+            left = self.works.clusters(key)
+            text += (f"\nevicting since {plan.stamp(since)}: " +
+                     (f"waiting for its Works to be gone on {', '.join(left)}" if left else "its Works are gone") +
+                     f" (capacity freed at the latest {plan.stamp(since + EVICTION_TIMEOUT)})")
+        return text
 
     def retry_later(self, item: Patch | Event) -> None:
         """An API write failed: carry it into the next step."""
         self.pending.append(item)
+
 

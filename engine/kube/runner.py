@@ -25,6 +25,7 @@ from engine.kube import metrics, plan, policy_source
 from engine.kube.cache import WatchCache
 from engine.kube.controller import Controller
 from engine.kube.plan import Event
+from engine.kube.works import metadata_lister
 from engine.kube.writer import KubeApi, Writer
 
 log = logging.getLogger("atoll.run")
@@ -137,6 +138,10 @@ class Runner:
         def on_cluster(event: str, new: Any, old: Any) -> None:
             ctl.on_cluster(event, new, old, time.time())
 
+        def on_work(event: str, new: Any, old: Any) -> None:
+            if ctl.on_work(event, new, old):
+                self.wake.set()
+
         self.caches += [
             cache("clusters", lister("cluster.karmada.io", "v1alpha1", "clusters"), on_cluster),
             cache("queues", lister("scheduling.volcano.sh", "v1beta1", "queues"), ctl.on_queue),
@@ -147,6 +152,8 @@ class Runner:
             cache("resourcebindings", lister("work.karmada.io", "v1alpha2", "resourcebindings"), ctl.on_binding),
             cache("clusterresourcebindings", lister("work.karmada.io", "v1alpha2", "clusterresourcebindings"),
                   ctl.on_binding),
+            # metadata only, and a step only for a Work of a victim being evicted (see engine/kube/works.py)
+            WatchCache("works", metadata_lister(self.api_client), on_work, timeout_seconds=self.opts.watch_timeout),
         ]
         return self.caches
 
