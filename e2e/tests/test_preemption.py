@@ -104,8 +104,9 @@ def wait_evicted(host: Kube, members: dict[str, Kube], victim: dict[str, Any], w
     until(f"{rb}'s Works deleted by Karmada", lambda: not works_of(host, ns, rb), 60,
           show=lambda: works_of(host, ns, rb))
     for m in where:
-        until(f"{name}'s pods gone from {m}", lambda m=m: not any_pods(members[m], ns, selector), 60,
-              show=lambda m=m: any_pods(members[m], ns, selector))
+        member = members[m]
+        until(f"{name}'s pods gone from {m}", lambda: not any_pods(member, ns, selector), 60,
+              show=lambda: any_pods(member, ns, selector))
     reasons = {e["reason"]: e["message"] for e in events_for(host, ns, rb)}
     assert "Preempted" in reasons and key in reasons["Preempted"], reasons
 
@@ -185,9 +186,9 @@ def test_a_victim_spanning_two_members_is_removed_from_both(
                                       {"name": "w", "image": "atoll.dev/e2e:noop",
                                        "resources": {"requests": req, "limits": req}}]}}}}, fleet.members)
     wait_admitted(host, wide)
-    running_on = {m: lambda m=m: [p for p in any_pods(members[m], ns, "app%3Dwide")] for m in (m1, m2)}
-    until("wide runs 2 pods on each member", lambda: all(len(f()) == 2 for f in running_on.values()), 60,
-          show=lambda: {m: f() for m, f in running_on.items()})
+    def spread() -> dict[str, list[str]]:
+        return {m: any_pods(members[m], ns, "app%3Dwide") for m in (m1, m2)}
+    until("wide runs 2 pods on each member", lambda: all(len(p) == 2 for p in spread().values()), 60, show=spread)
     assert sorted(works_of(host, ns, rb_name(wide))) == [f"karmada-es-{m1}", f"karmada-es-{m2}"]
     # the engine placed only the part of this elastic job (min 1 pod) that fit one member; Karmada spread all 4:
     # wait for both members' reports to count them, so the engine sees the fleet full
