@@ -29,7 +29,8 @@ from engine.resources import fits, format_resources
 
 _IndexEntry = tuple[tuple, int, str]
 DRY_RUNS_PER_CYCLE = 512
-"""Preemption dry runs one cycle may spend; refused jobs left without one look again next cycle."""
+"""Preemption dry runs one cycle may spend; refused jobs left without one look again at the next capacity
+change (the evictions issued this cycle make one)."""
 
 
 class Engine:
@@ -307,8 +308,8 @@ class Engine:
         state = self.state
         if not self._running:                     # nobody to evict (e.g. everything was admitted this cycle)
             return False, None
-        if self._dry_runs[0] <= 0:                # this cycle's preemption budget is spent: next cycle
-            return False, now
+        if self._dry_runs[0] <= 0:                # this cycle's preemption budget is spent: the evictions it
+            return False, None                    # issued move the capacity epoch, and it looks again then
         rules: list[PreemptRule] = self.pipeline.preempt_rule(job=job, state=state, now=now)
         if not rules:
             return False, None
@@ -320,8 +321,6 @@ class Engine:
         search = VictimSearch(state, self._running, self._fit, protected, now, self._dry_runs)
         found = search.run(job, rules)
         if found is None:
-            if search.exhausted:         # this cycle's budget is spent: look again next cycle
-                return False, now if search.protected_until is None else min(now, search.protected_until)
             return False, search.protected_until
         if not found.victims:          # it fits on what earlier evictions free beyond their claims: no victim
             return False, None         # of its own; the epoch moves when they are gone
