@@ -34,10 +34,24 @@ Obj = dict[str, Any]
 UNSCHEDULED_GRACE = 30.0       # seconds a resumed binding may stay Scheduled=False before it counts as failed
 
 
+def without_preemption(pipeline: Pipeline) -> Pipeline:
+    """This adapter does not evict yet (issue 9, part 5): it runs a policy without its preempt stage, and
+    lets plugins that lend capacity on the promise of reclaim (capacity's lendGuarantees) keep it instead."""
+    if not pipeline.stages.get("preempt"):
+        return pipeline
+    log.warning("the policy's preempt stage (%s) is not carried out on Kubernetes yet: running without it, "
+                "idle guarantees kept free", ", ".join(p.name for p in pipeline.stages["preempt"]))
+    for plugin in pipeline.plugins:
+        keep = getattr(plugin, "keep_guarantees", None)
+        if callable(keep):
+            keep()
+    return Pipeline({**pipeline.stages, "preempt": []})
+
+
 class Controller:
     def __init__(self, pipeline: Pipeline, selector: ManagedSelector = ManagedSelector(), mode: str = "gate",
                  on_admit: Optional[Callable[[str, str, float], None]] = None) -> None:
-        self.engine = Engine(pipeline)
+        self.engine = Engine(without_preemption(pipeline))
         self.selector = selector
         self.mode = mode
         self.bindings: dict[str, Obj] = {}
@@ -131,7 +145,7 @@ class Controller:
         self.dirty |= set(self.bindings)
 
     def set_pipeline(self, pipeline: Pipeline, selector: ManagedSelector, mode: str) -> None:
-        self.engine.set_pipeline(pipeline)
+        self.engine.set_pipeline(without_preemption(pipeline))
         self.selector = selector
         self.mode = mode
         self.dirty |= set(self.bindings)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Optional
 
 from engine.core.scheduler import Engine
@@ -17,6 +18,7 @@ from plugins.queue_priority import QueuePriority
 from tests.plugins.queue_helpers import cluster, queue, res
 
 Config = dict[str, Any]
+ROOT_POLICY = Path(__file__).resolve().parents[2] / "policies" / "default.yaml"
 
 
 def make(preempt: Optional[Config] = None, capacity: Optional[Config] = None, extra: list[Any] = ()) -> Engine:

@@ -224,3 +224,16 @@ def test_member_job_failure_from_aggregated_status_is_acted_on_once() -> None:
     again = dict(failed, metadata={**failed["metadata"], "resourceVersion": "13"})
     ctl.on_binding("MODIFIED", again, failed)
     assert patches(ctl.step(12.0), "requeue") == []      # the same failure is not acted on twice
+
+
+def test_the_default_policy_runs_without_its_preempt_stage_and_keeps_guarantees() -> None:
+    """The Kubernetes adapter does not evict yet: no preemption is decided, and idle guarantees are not lent."""
+    from engine.policy import load_policy
+    from tests.core.test_preempt import ROOT_POLICY
+
+    policy = load_policy(ROOT_POLICY)
+    assert policy.pipeline.stages["preempt"]
+    ctl = Controller(policy.pipeline)
+    assert ctl.engine.pipeline.stages["preempt"] == [] and not ctl.engine.pipeline.has_preempt
+    capacity = next(p for p in ctl.engine.pipeline.stages["admit"] if p.name == "capacity")
+    assert getattr(capacity, "guarantees") is True

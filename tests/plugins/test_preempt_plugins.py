@@ -148,3 +148,18 @@ def test_the_worked_example_of_docs_policy_md() -> None:
             t += 10
         assert engine.state.queues["prod"].allocated.get("cpu", 0) == expect * 1000, fair
         assert engine.state.queues["batch"].allocated.get("cpu", 0) == (8 - expect) * 1000, fair
+
+
+def test_drf_share_above_guarantee_is_an_option() -> None:
+    from engine.core.state import FleetState
+    from engine.model import Queue
+
+    state = FleetState()
+    state.upsert_cluster(cluster("m1", cpu="10"))
+    big = Queue("big", guarantee=res(cpu="6"), allocated=res(cpu="6"))     # all within its guarantee
+    small = Queue("small", allocated=res(cpu="2"))
+    for q in (big, small):
+        state.upsert_queue(q)
+    total, above = Drf({}, None), Drf({"share": "aboveGuarantee"}, None)
+    assert total.atoll_queue_order(big, state) > total.atoll_queue_order(small, state)     # 0.6 > 0.2
+    assert above.atoll_queue_order(big, state) < above.atoll_queue_order(small, state)     # 0.0 < 0.2
