@@ -54,10 +54,15 @@ class Capacity(Plugin):
         # lending idle guarantees (the default): other queues may use them; the reclaim plugin (preempt
         # stage) takes them back when their owner needs them, so nothing is withheld idle
         self.guarantees: bool = bool(conf["guarantees"]) and not bool(conf["lendGuarantees"])
+        self._honour = bool(conf["guarantees"])
         self.borrowing: bool = bool(conf["borrowing"])
         self.fleet_free: bool = bool(conf["fleetFree"])
         self.ledger = GuaranteeLedger()
         self._refusals: dict[tuple[str, str, int, int, int, int], Refusal] = {}
+
+    def keep_guarantees(self) -> None:
+        """Stop lending idle guarantees (an adapter that cannot reclaim them calls this)."""
+        self.guarantees = self._honour
 
     @hookimpl
     def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:

@@ -13,7 +13,7 @@ module applies the rules every policy shares:
   preemptor still fits (Kueue's fill-back): no victim in the answer is unneeded.
 * **Whole jobs.** A victim is a whole job, on every cluster it runs on: a gang is never split.
 * **Order.** Candidates come from ``RunningIndex`` in victim order: queues above their
-  guarantee first, then lowest rank (priority), most recently admitted, arrival (``seq``).
+  guarantee first, then lowest rank (priority), most recently admitted, later arrival (``seq``).
 * **Guarantees.** Outside the preemptor's own queue line, no queue (or ancestor) is taken
   below its guarantee in any resource it guarantees.
 * **No cycles, no thrash.** A job never evicts the job that evicted it; a job preempted
@@ -70,7 +70,8 @@ class Found:
 
 
 class RunningIndex:
-    """Jobs holding capacity that may be victims, per queue in victim order: (rank, -admitted_at, seq).
+    """Jobs holding capacity that may be victims, per queue in victim order: (rank, -admitted_at, -seq):
+    lowest rank, then most recently admitted, then the later arrival (a stable tie-break).
 
     Jobs admitted during a cycle are kept aside until the next one (``settle``): a job is never
     admitted and evicted in the same cycle."""
@@ -84,7 +85,7 @@ class RunningIndex:
 
     def add(self, job: Job, rank: int, fresh: bool = True) -> None:
         self.discard(job.id)
-        entry = (rank, -(job.admitted_at or 0.0), job.seq, job.id)
+        entry = (rank, -(job.admitted_at or 0.0), -job.seq, job.id)
         if fresh:
             self._fresh.append((job.queue, entry))
         else:

@@ -20,16 +20,14 @@ from typing import Iterator, Optional
 
 from sortedcontainers import SortedList
 
-from engine.core.preempt import PreemptRule, RunningIndex, VictimSearch, booked
+from engine.core.nomination import Preemptions
 from engine.core.state import FleetState
-from engine.model import (Admission, Cluster, CycleResult, Failure, Job, JobState, Placement, Preemption, Queue,
-                          Recovery, Refusal)
+from engine.model import (Admission, Cluster, CycleResult, Failure, Job, JobState, Placement, Queue, Recovery,
+                          Refusal)
 from engine.pipeline import Pipeline, join_keys
 from engine.resources import fits, format_resources
 
 _IndexEntry = tuple[tuple, int, str]
-DRY_RUNS_PER_CYCLE = 512
-"""Preemption dry runs one cycle may spend; refused jobs left without one look again next cycle."""
 
 
 class Engine:
@@ -45,10 +43,7 @@ class Engine:
         self._epoch_seen = -1                          # capacity epoch of the last full cycle
         self._admissions = 0                           # bumps invalidate cached queue keys
         self._queue_keys: dict[str, tuple[int, tuple]] = {}
-        self._running = RunningIndex()                 # possible victims (only with a preempt stage)
-        self._dry_runs = [DRY_RUNS_PER_CYCLE]
-        self._nomination_deadline: dict[str, float] = {}
-        self._awaiting: set[str] = set()               # nominees whose victims are all gone
+        self._preempt = Preemptions(self.state, pipeline)     # victims and nominations (engine.core.nomination)
 
     # -- policy ----------------------------------------------------------------------
     def set_pipeline(self, pipeline: Pipeline) -> None:
@@ -56,13 +51,13 @@ class Engine:
         self.pipeline = pipeline
         self._pending.clear()
         self._queue_keys.clear()
-        self._running = RunningIndex()
+        self._preempt.set_pipeline(pipeline)
         for job in self.state.jobs.values():
             if job.state in (JobState.PENDING, JobState.REJECTED):
                 job.state = JobState.PENDING
                 self._enqueue(job)
             elif job.state in (JobState.ADMITTED, JobState.RUNNING):
-                self._index_running(job, fresh=False)
+                self._preempt.index(job, fresh=False)
         self._epoch_seen = -1
 
     # -- cluster and queue changes ------------------------------------------------
@@ -103,13 +98,13 @@ class Engine:
         self.state.hold(job)
         if running:
             self.state.mark_started(job, admitted_at)
-        self._index_running(job, fresh=False)
+        self._preempt.index(job, fresh=False)
 
     def adopt_evicting(self, job: Job, placement: Placement, preempted_by: str, since: float) -> None:
         """Restore a victim whose eviction was under way before a restart (the intent is recorded on its
         object): it holds its capacity until ``evicted``, and is no candidate victim again."""
         self.adopt(job, placement, since)
-        self._running.discard(job.id)
+        self._preempt.running.discard(job.id)
         job.state = JobState.EVICTING
         job.preempted_by = preempted_by
         job.evicted_at = since
@@ -133,7 +128,7 @@ class Engine:
                 self.state.mark_started(job, self.state.now)
             self.state.jobs[job.id] = job
             if not evicting:
-                self._index_running(job, fresh=False)
+                self._preempt.index(job, fresh=False)
             return
         self._unindex(old)
         self.state.jobs[job.id] = job
@@ -145,10 +140,10 @@ class Engine:
         job = self.state.jobs.pop(job_id, None)
         if job is None:
             return
-        self._stop_holding(job)
+        self._preempt.stop_holding(job, self._dirty)
         self.state.release(job)
         self._unindex(job)
-        self._drop_nomination(job)
+        self._preempt.drop(job)
         self._dirty.discard(job_id)
 
     def started(self, job_id: str, now: float) -> None:
@@ -163,19 +158,19 @@ class Engine:
         job = self.state.jobs.get(job_id)
         if job is None or job.state.finished:
             return
-        self._stop_holding(job)
+        self._preempt.stop_holding(job, self._dirty)
         self.state.release(job, ended_at)
         self._unindex(job)
-        self._drop_nomination(job)
+        self._preempt.drop(job)
         job.state = JobState.SUCCEEDED if succeeded else JobState.FAILED
 
     def fail(self, job_id: str, failure: Failure, now: float) -> Recovery:
         """A failure signal: release what the job held and let the recover stage decide."""
         job = self.state.jobs[job_id]
-        self._stop_holding(job)
+        self._preempt.stop_holding(job, self._dirty)
         self.state.release(job)
         self._unindex(job)
-        self._drop_nomination(job)
+        self._preempt.drop(job)
         recovery = self.pipeline.recover(job=job, failure=failure, state=self.state, now=now)
         if recovery is None:
             recovery = Recovery(requeue=False, reason=f"{failure.kind.value}: {failure.message or 'failed'}; "
@@ -202,10 +197,7 @@ class Engine:
         result = CycleResult(full=full)
         self.pipeline.cycle_start(state=state, now=now)
         self._queue_keys.clear()
-        self._running.settle()
-        self._dry_runs = [DRY_RUNS_PER_CYCLE]
-        if self._awaiting:                          # their victims are gone; the capacity shows with a status
-            self._dirty.update(self._awaiting)      # report, which need not move the epoch: look each cycle
+        self._preempt.cycle_start(self._dirty)
         cursors = self._candidates(full)
         self._dirty.clear()
         heap: list[tuple[tuple, str]] = [(self._queue_key(name), name) for name in cursors]
@@ -265,27 +257,25 @@ class Engine:
             return refusal
         booking = None
         if job.nominated is not None:
-            waiting = self._nominee_waits(job, now)
+            waiting = self._preempt.still_waiting(job, now)
             if waiting is not None:
                 self._block(job, waiting, result)
                 return waiting
-            booking = state.unnominate(job.id)        # its own booking is room for it, not against it
+            booking = self._preempt.lift(job)
         refusal = self.pipeline.admit_positional(job, state)
         decided: Placement | Refusal = refusal if refusal is not None else self._place(job)
         if booking is not None:
-            if isinstance(decided, Refusal) and now < self._nomination_deadline.get(job.id, now):
-                # the victims are gone but their capacity does not show yet (the member's next status
-                # report): keep it booked and wait, never preempt again for the same need
-                state.renominate(job.id, booking)
-                waiting = Refusal(f"its victims are gone; waiting for their capacity to show in the clusters' "
-                                  f"status (held for it until t={self._nomination_deadline[job.id]:g})", "preempt")
+            waiting = self._preempt.settle(job, booking, not isinstance(decided, Refusal), now)
+            if waiting is not None:
                 self._block(job, waiting, result)
                 return waiting
-            self._clear_nomination(job, freed=isinstance(decided, Refusal))
         if isinstance(decided, Refusal):
             if decided.capacity and self.pipeline.has_preempt:
-                preempted, retry_at = self._preempt(job, now, result)
-                if preempted:
+                preemption, retry_at = self._preempt.attempt(job, now, self._fit)
+                if preemption is not None:
+                    heapq.heappush(self._timers, (self._preempt.deadline[job.id], job.id))
+                    result.preemptions.append(preemption)
+                    self._block(job, self._preempt.waiting(job, preemption.victims, preemption.reason), result)
                     return None
                 if retry_at is not None:       # victims protected by a minimum runtime: look again then
                     decided = dataclasses.replace(decided, retry_at=retry_at)
@@ -298,7 +288,7 @@ class Engine:
         job.pending_reason = ""
         self._unindex(job)
         state.hold(job)
-        self._index_running(job, fresh=True)
+        self._preempt.index(job, fresh=True)
         self._admissions += 1
         result.admitted.append(Admission(job.id, job.queue, decided, now))
         return None
@@ -311,79 +301,6 @@ class Engine:
         decided = self._place(job)
         return None if isinstance(decided, Refusal) else decided
 
-    def _preempt(self, job: Job, now: float, result: CycleResult) -> tuple[bool, Optional[float]]:
-        """Try to free capacity for ``job``: (whether a preemption was issued, when protected victims
-        become eligible if that is why none was)."""
-        state = self.state
-        if not self._running:                     # nobody to evict (e.g. everything was admitted this cycle)
-            return False, None
-        if self._dry_runs[0] <= 0:                # this cycle's preemption budget is spent: next cycle
-            return False, now
-        rules: list[PreemptRule] = self.pipeline.preempt_rule(job=job, state=state, now=now)
-        if not rules:
-            return False, None
-        protect = self.pipeline.protect
-
-        def protected(preemptor: Job, victim: Job, rule: PreemptRule) -> Optional[str]:
-            return protect(preemptor=preemptor, victim=victim, rule=rule, state=state, now=now)
-
-        search = VictimSearch(state, self._running, self._fit, protected, now, self._dry_runs)
-        found = search.run(job, rules)
-        if found is None:
-            if search.exhausted:         # this cycle's budget is spent: look again next cycle
-                return False, now if search.protected_until is None else min(now, search.protected_until)
-            return False, search.protected_until
-        if not found.victims:          # it fits on what earlier evictions free beyond their claims: no victim
-            return False, None         # of its own; the epoch moves when they are gone
-        rule = found.rule
-        ids = tuple(v.id for v in found.victims)
-        for victim in found.victims:
-            self._running.discard(victim.id)
-            victim.state = JobState.EVICTING
-            victim.preempted_by = job.id
-            victim.evicted_at = now
-            victim.pending_reason = f"preempted by {job.id} ({rule.reason}) at t={now:g}"
-        job.nominated = found.placement
-        job.nominated_at = now
-        job.victims = ids
-        state.nominate(job.id, booked(job, found.placement), list(found.victims))
-        deadline = now + rule.nomination_timeout
-        self._nomination_deadline[job.id] = deadline
-        heapq.heappush(self._timers, (deadline, job.id))     # nominees are re-examined every cycle anyway
-        result.preemptions.append(Preemption(job.id, ids, rule.reason, now, rule.grace_period, rule.plugin))
-        self._block(job, self._waiting(job, ids, rule.reason, deadline), result)
-        return True, None
-
-    @staticmethod
-    def _waiting(job: Job, victims: tuple[str, ...], reason: str, deadline: float) -> Refusal:
-        shown = ", ".join(victims[:3]) + (f" and {len(victims) - 3} more" if len(victims) > 3 else "")
-        return Refusal(f"preempting {len(victims)} job(s) for it ({reason}): {shown}; their capacity is held "
-                       f"for it until they are gone (at the latest t={deadline:g})", "preempt")
-
-    def _nominee_waits(self, job: Job, now: float) -> Optional[Refusal]:
-        """A nominated preemptor waits while its victims still hold capacity (until its deadline); then it
-        is examined with its booking counted as free for it."""
-        deadline = self._nomination_deadline.get(job.id, now)
-        jobs = self.state.jobs
-        left = tuple(v for v in job.victims if v in jobs and jobs[v].state.holds_resources)
-        if left and now < deadline:
-            return self._waiting(job, left, "waiting", deadline)
-        return None
-
-    def _drop_nomination(self, job: Job) -> None:
-        if job.nominated is not None:
-            self.state.unnominate(job.id)
-            self._clear_nomination(job, freed=True)
-
-    def _clear_nomination(self, job: Job, freed: bool) -> None:
-        if freed:
-            self.state.capacity_epoch += 1        # what was booked for it is free for everyone again
-        self._awaiting.discard(job.id)
-        job.nominated = None
-        job.nominated_at = None
-        job.victims = ()
-        self._nomination_deadline.pop(job.id, None)
-
     def evicted(self, job_id: str, now: float, ended_at: Optional[float] = None) -> None:
         """A victim's workload is gone from every member it ran on: its capacity is released (with
         ``ended_at``, credited at once as in ``finished``; otherwise seen at the next status report)
@@ -392,31 +309,13 @@ class Engine:
         job = self.state.jobs.get(job_id)
         if job is None or job.state is not JobState.EVICTING:
             return
-        self._stop_holding(job)
+        self._preempt.stop_holding(job, self._dirty)
         self.state.release(job, ended_at)
         job.state = JobState.PENDING
         job.placement = None
         job.preemptions += 1
         job.pending_reason = f"preempted by {job.preempted_by} at t={job.evicted_at or now:g}; waiting to run again"
         self._enqueue(job)
-
-    def _index_running(self, job: Job, fresh: bool) -> None:
-        if self.pipeline.has_preempt:
-            rank = self.pipeline.victim_rank(job=job, state=self.state)
-            self._running.add(job, job.priority if rank is None else rank, fresh)
-
-    def _stop_holding(self, job: Job) -> None:
-        """``job`` is about to release its capacity: it is no candidate victim any more, and if it is
-        a victim its preemptor's nomination now books what it held."""
-        self._running.discard(job.id)
-        if job.state is JobState.EVICTING:
-            preemptor = self.state.jobs.get(job.preempted_by)
-            if preemptor is not None and job.id in preemptor.victims:
-                self.state.victim_gone(preemptor.id, job)
-                jobs = self.state.jobs
-                if not any(v != job.id and v in jobs and jobs[v].state.holds_resources for v in preemptor.victims):
-                    self._awaiting.add(preemptor.id)
-                    self._dirty.add(preemptor.id)
 
     def _place(self, job: Job) -> Placement | Refusal:
         state = self.state
