@@ -136,9 +136,10 @@ class Preemptions:
 
     def waiting(self, job: Job, victims: tuple[str, ...], reason: str) -> Refusal:
         shown = ", ".join(victims[:3]) + (f" and {len(victims) - 3} more" if len(victims) > 3 else "")
+        deadline = self.deadline.get(job.id, 0.0)
+        # retry_at: a nominee's refusal is its own (never shared with jobs of the same verdict key)
         return Refusal(f"preempting {len(victims)} job(s) for it ({reason}): {shown}; their capacity is held "
-                       f"for it until they are gone (at the latest t={self.deadline.get(job.id, 0.0):g})",
-                       "preempt")
+                       f"for it until they are gone (at the latest t={deadline:g})", "preempt", retry_at=deadline)
 
     def still_waiting(self, job: Job, now: float) -> Optional[Refusal]:
         """A nominee waits while its victims still hold capacity, until its deadline."""
@@ -160,7 +161,7 @@ class Preemptions:
         if not admitted and now < deadline:
             self.state.renominate(job.id, booking)
             return Refusal(f"its victims are gone; waiting for their capacity to show in the clusters' status "
-                           f"(held for it until t={deadline:g})", "preempt")
+                           f"(held for it until t={deadline:g})", "preempt", retry_at=deadline)
         self.clear(job, freed=not admitted)
         return None
 
