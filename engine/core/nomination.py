@@ -9,7 +9,7 @@ and is examined with its own booking lifted (``lift`` / ``settle``). Pure and sy
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Hashable, Optional
 
 from engine.core.preempt import PreemptRule, RunningIndex, VictimSearch, booked
 from engine.core.state import FleetState
@@ -32,16 +32,22 @@ class Preemptions:
         self.deadline: dict[str, float] = {}           # nominee -> when its booking is given up
         self.awaiting: set[str] = set()                # nominees whose victims are all gone
         self._dry_runs = [DRY_RUNS_PER_CYCLE]
+        # keys (see _key) of jobs that found no eligible victim at all this cycle: within a cycle capacity
+        # and candidates only shrink, so a job with the same key finds none either
+        self._hopeless: set[Hashable] = set()
+        self._keys: dict[str, tuple[Job, int, int, str, Optional[Hashable]]] = {}    # per job version
 
     def set_pipeline(self, pipeline: Pipeline) -> None:
         self.pipeline = pipeline
         self.running = RunningIndex()
+        self._keys.clear()
 
     def cycle_start(self, dirty: set[str]) -> None:
         """This cycle's admissions become candidates; nominees whose victims are gone look again (their
         capacity shows with a status report, which need not move the capacity epoch)."""
         self.running.settle()
         self._dry_runs = [DRY_RUNS_PER_CYCLE]
+        self._hopeless.clear()
         dirty.update(self.awaiting)
 
     # -- victims ---------------------------------------------------------------------------------
@@ -72,6 +78,9 @@ class Preemptions:
         state = self.state
         if not self.running or self._dry_runs[0] <= 0:   # nobody to evict, or this cycle's budget is spent
             return None, None
+        key = self._key(job)
+        if key is not None and key in self._hopeless:
+            return None, None
         rules: list[PreemptRule] = self.pipeline.preempt_rule(job=job, state=state, now=now)
         if not rules:
             return None, None
@@ -83,6 +92,8 @@ class Preemptions:
         search = VictimSearch(state, self.running, fit, protected, now, self._dry_runs)
         found = search.run(job, rules)
         if found is None:
+            if key is not None and search.hopeless and search.protected_until is None:
+                self._hopeless.add(key)
             return None, search.protected_until
         if not found.victims:          # it fits on what earlier evictions free beyond their claims: no victim
             return None, None          # of its own; the epoch moves when they are gone
@@ -101,11 +112,34 @@ class Preemptions:
         self.deadline[job.id] = now + rule.nomination_timeout
         return Preemption(job.id, ids, rule.reason, now, rule.grace_period, rule.plugin), None
 
+    def _key(self, job: Job) -> Optional[Hashable]:
+        """What the preempt stage's rules read of ``job`` (its plugins' ``verdict_key``s) and what the
+        engine's own rules read (queue line, the job that evicted it); None if a plugin declares none."""
+        known = self._keys.get(job.id)
+        if known is not None and known[0] is job and known[1:4] == (job.generation, job.attempts, job.preempted_by):
+            return known[4]
+        key: Optional[Hashable] = (job.queue, job.preempted_by)
+        parts = []
+        for plugin in self.pipeline.stages["preempt"]:
+            declared = getattr(plugin, "verdict_key", None)
+            part = declared(job) if callable(declared) else None
+            if part is None:
+                key = None
+                break
+            parts.append(part)
+        if key is not None:
+            key = (job.queue, job.preempted_by, tuple(parts))
+        if len(self._keys) >= 200_000:
+            self._keys.clear()
+        self._keys[job.id] = (job, job.generation, job.attempts, job.preempted_by, key)
+        return key
+
     def waiting(self, job: Job, victims: tuple[str, ...], reason: str) -> Refusal:
         shown = ", ".join(victims[:3]) + (f" and {len(victims) - 3} more" if len(victims) > 3 else "")
+        deadline = self.deadline.get(job.id, 0.0)
+        # retry_at: a nominee's refusal is its own (never shared with jobs of the same verdict key)
         return Refusal(f"preempting {len(victims)} job(s) for it ({reason}): {shown}; their capacity is held "
-                       f"for it until they are gone (at the latest t={self.deadline.get(job.id, 0.0):g})",
-                       "preempt")
+                       f"for it until they are gone (at the latest t={deadline:g})", "preempt", retry_at=deadline)
 
     def still_waiting(self, job: Job, now: float) -> Optional[Refusal]:
         """A nominee waits while its victims still hold capacity, until its deadline."""
@@ -127,7 +161,7 @@ class Preemptions:
         if not admitted and now < deadline:
             self.state.renominate(job.id, booking)
             return Refusal(f"its victims are gone; waiting for their capacity to show in the clusters' status "
-                           f"(held for it until t={deadline:g})", "preempt")
+                           f"(held for it until t={deadline:g})", "preempt", retry_at=deadline)
         self.clear(job, freed=not admitted)
         return None
 

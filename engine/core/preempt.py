@@ -157,6 +157,7 @@ class VictimSearch:
         self.state = state
         self.budget = budget if budget is not None else [1 << 30]     # dry runs left this cycle (shared)
         self.exhausted = False
+        self.hopeless = True           # no rule offered a single eligible candidate (and nothing is coming free)
         self.index = index
         self.fit = fit
         self.protect = protect
@@ -171,6 +172,7 @@ class VictimSearch:
             # no victim of its own, it waits for them (the capacity epoch moves when they are gone)
             coming = self._try(job, [], rules[0])
             if coming is not None or self.exhausted:
+                self.hopeless = False
                 return None
         for rule in rules:
             found = self._search(job, rule)
@@ -216,6 +218,7 @@ class VictimSearch:
             for queue in guarded:
                 add_into(removed.setdefault(queue.name, {}), victim.demand)
             chosen.append(victim)
+            self.hopeless = False
             placed = self.index.placed(victim)
             for cluster, amount in placed.items():
                 add_into(freed.setdefault(cluster, {}), amount)

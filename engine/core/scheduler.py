@@ -273,7 +273,6 @@ class Engine:
             if decided.capacity and self.pipeline.has_preempt:
                 preemption, retry_at = self._preempt.attempt(job, now, self._fit)
                 if preemption is not None:
-                    heapq.heappush(self._timers, (self._preempt.deadline[job.id], job.id))
                     result.preemptions.append(preemption)
                     self._block(job, self._preempt.waiting(job, preemption.victims, preemption.reason), result)
                     return None

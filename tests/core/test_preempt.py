@@ -249,3 +249,29 @@ def test_across_queues_modes() -> None:
     run(engine, job("v", 2, q="low-q", priority=99), {"m1": 1})
     engine.submit(job("p", 2, priority=0))
     assert [p.victims for p in preemptions(engine, 10.0)] == [("v",)]
+
+
+def test_a_job_like_one_that_found_no_victim_this_cycle_does_not_search_again() -> None:
+    from engine.core import preempt as core
+
+    engine = make({})
+    fleet(engine, m1=4)
+    run(engine, job("same", 2, priority=5), {"m1": 1})
+    run(engine, job("low", 2, priority=0), {"m1": 1})
+    searches = []
+    original = core.VictimSearch.run
+
+    def counting(self: core.VictimSearch, j: Job, rules: list[core.PreemptRule]) -> Optional[core.Found]:
+        searches.append(j.id)
+        return original(self, j, rules)
+
+    core.VictimSearch.run = counting          # type: ignore[method-assign]
+    try:
+        for i in range(3):
+            engine.submit(job(f"peer{i}", 2, priority=5))       # equal priority: nobody to evict
+        engine.submit(job("higher", 2, priority=6))
+        result = engine.cycle(10.0)
+    finally:
+        core.VictimSearch.run = original      # type: ignore[method-assign]
+    assert searches == ["higher", "peer0"]    # peer1 and peer2 share peer0's key: no search
+    assert [p.victims for p in result.preemptions] == [("low",)]
