@@ -180,3 +180,32 @@ def test_after_a_restart_a_victim_whose_works_are_gone_waits_in_its_queue() -> N
     (done,) = patches(items, "evicted")
     assert done.ref.key == LOW and done.body["metadata"]["annotations"][plan.EVICTING_ANNOTATION] is None
     assert [p.ref.key for p in patches(items, "admit")] == [HIGH]
+
+
+def test_explain_from_the_annotations_says_by_whom_and_when() -> None:
+    from engine.kube.cli import describe_binding
+
+    low = o.batch_job("low")
+    rb = o.binding(low, annotations={plan.EVICTING_ANNOTATION: "2027-01-15T08:00:01.000000Z",
+                                     plan.PREEMPTED_BY_ANNOTATION: HIGH, plan.PREEMPTIONS_ANNOTATION: "1",
+                                     plan.PENDING_ANNOTATION: "preempted by team-a/high-job (priority)"})
+    text = describe_binding(rb)
+    assert "evicting since 2027-01-15T08:00:01.000000Z" in text
+    assert f"preempted by {HIGH} (1 time(s) in all)" in text
+
+
+def test_bind_mode_evicts_with_the_same_patch() -> None:
+    """Bind mode wrote spec.clusters itself; eviction clears them and pauses, exactly as in gate mode."""
+    jp, gang = JobPriority({}, None), Gang({}, None)
+    ctl = Controller(Pipeline({"enqueue": [jp], "order": [jp, Fifo({}, None)], "admit": [Capacity({}, None), gang],
+                               "place": [gang], "preempt": [PriorityPreemption({}, None)]}), mode="bind")
+    low = o.batch_job("low", parallelism=40, pc="low", status={"active": 40})
+    rb = o.binding(low, paused=False, clusters=["m1"], scheduler="atoll",
+                   annotations={plan.ADMITTED_ANNOTATION: plan.stamp(T0 - 600)})
+    feed(ctl, o.priority_class("low", 1), o.priority_class("high", 100), o.cluster("m1", cpu="64"), low, rb)
+    ctl.step(T0 - 2)
+    report(ctl, "40", T0 - 1)
+    high = o.batch_job("high", parallelism=40, pc="high")
+    feed(ctl, high, o.binding(high, scheduler="atoll", paused=False))
+    (evict,) = patches(ctl.step(T0), "evict")
+    assert evict.ref.key == LOW and evict.body["spec"] == {"suspension": {"scheduling": True}, "clusters": None}
