@@ -10,6 +10,7 @@ member objects and their pods are gone, and the victim is back in its queue (it 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
@@ -128,12 +129,19 @@ def test_a_high_priority_job_evicts_the_lowest_victim_which_runs_again_later(
         until("low's 2 pods run on member2", lambda: len(pods(members[m2], ns, "low")) == 2, 60)
         before = preemptions_total(running)
 
+        t0 = time.monotonic()
         high = submit(host, job("high", ns, cpu="30", pods=2, run_seconds=15, labels=PROD), fleet.members)
         wait_evicted(host, members, low, [m2], high, running)
+        t_gone = time.monotonic()
         assert preempted_by(host, vj) is None                       # the minimal set: one victim
         assert preemptions_total(running) == before + 1
         wait_admitted(host, high, 90)
+        t_admitted = time.monotonic()
         until("high's pods run", lambda: sum(len(pods(members[m], ns, "high")) for m in (m1, m2)) == 2, 60)
+        # timings for docs/controller.md (printed, never asserted)
+        print(f"preemption timings: victim's Works and pods gone {t_gone - t0:.1f}s after the preemptor's submit, "
+              f"preemptor admitted {t_admitted - t0:.1f}s, its pods running {time.monotonic() - t0:.1f}s on "
+              f"{[m for m in (m1, m2) if pods(members[m], ns, 'high')]}")
         explained = running.explain(f"{ns}/{rb_name(low)}")
         assert f"preempted by {ns}/{rb_name(high)}" in explained, explained
 
