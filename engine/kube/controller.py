@@ -57,6 +57,8 @@ class Controller(Evictions):
         self.requeued: set[str] = set()              # jobs paused again after a failure: resume reschedules
         self.works = WorkIndex()                     # binding -> its Works (metadata only)
         self.evicting: dict[str, float] = {}         # victim job id -> when its eviction was issued
+        self.intents: dict[str, str] = {}            # binding carrying the eviction intent -> its preemptor
+        self.deferred: set[str] = set()              # preemptors not submitted until those victims are gone
         self.on_admit = on_admit
         self.pending: list[Patch | Event] = []
         self.engine.upsert_queue(Queue(DEFAULT_QUEUE))  # Volcano always has one; replaced by a real one
@@ -78,6 +80,7 @@ class Controller(Evictions):
         if tkey:
             self.by_template.setdefault(tkey, set()).add(key)
         self.dirty.add(key)
+        self.track_intent(key, new)
 
     def on_template(self, event: str, new: Optional[Obj], old: Optional[Obj]) -> None:
         obj = new or old
@@ -222,7 +225,7 @@ class Controller(Evictions):
         fingerprint = job_fingerprint(job)
         if known is None:
             self.fingerprints[key] = fingerprint
-            if self._restore_preemption(key, obj, job, now, out):
+            if self._restore_preemption(key, obj, job, now, out) or self.defer_preemptor(key):
                 return
             if self._waiting(obj):
                 refusal = self.engine.submit(job)

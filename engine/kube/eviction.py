@@ -37,11 +37,39 @@ class Evictions:
     resumed_at: dict[str, float]
     works: WorkIndex
     evicting: dict[str, float]                   # victim job id -> when its eviction was issued
+    intents: dict[str, str]
+    deferred: set[str]
+    dirty: set[str]
 
     def on_work(self, event: str, new: Optional[Obj], old: Optional[Obj]) -> bool:
         """A Work changed; True when it belongs to a victim being evicted (worth a step now)."""
         key = self.works.apply(new, old)
         return key is not None and key in self.evicting
+
+    def track_intent(self, key: str, new: Optional[Obj]) -> None:
+        """Index bindings carrying the eviction intent by preemptor; when the last one of a deferred preemptor
+        is done (intent cleared or binding gone), the preemptor is synced again."""
+        annotations = (meta(new).get("annotations") or {}) if new is not None else {}
+        preemptor = str(annotations.get(plan.PREEMPTED_BY_ANNOTATION) or "")
+        if new is not None and annotations.get(plan.EVICTING_ANNOTATION) and preemptor:
+            self.intents[key] = preemptor
+            return
+        before = self.intents.pop(key, None)
+        if before is not None and before in self.deferred and before not in self.intents.values():
+            self.deferred.discard(before)
+            self.dirty.add(before)
+
+    def defer_preemptor(self, key: str) -> bool:
+        """After a restart, a waiting job whose victims are still being evicted is not submitted until they
+        are gone: the new leader has no record of its claim on their capacity and would otherwise look for
+        more victims for it. True when deferred."""
+        victims = sorted(v for v, p in self.intents.items() if p == key and self.works.has_works(v))
+        if victims:
+            self.deferred.add(key)
+            log.info("%s: its victims (%s) are still being evicted; examined once they are gone", key,
+                     ", ".join(victims))
+            return True
+        return False
 
     def _preempt(self, p: Preemption, now: float, out: list[Patch | Event]) -> None:
         """Evict each victim from every member: one merge patch records the intent and withdraws it."""
@@ -82,6 +110,9 @@ class Evictions:
                 continue
             del self.evicting[key]
             self.engine.evicted(key, now)
+            if job.preempted_by in self.deferred:
+                self.deferred.discard(job.preempted_by)
+                self.dirty.add(job.preempted_by)
             ref = binding_ref(obj)
             why = f"preempted by {job.preempted_by} at {plan.stamp(since)}; waiting to run again"
             out.append(Patch(ref, plan.evicted_patch(job.queue, why), "evicted"))

@@ -157,19 +157,30 @@ def evicting_binding(works_left: bool) -> tuple[Controller, dict[str, Any]]:
 
 
 def test_after_a_restart_a_victim_with_works_left_is_adopted_as_evicting_and_nothing_is_admitted() -> None:
-    ctl, _ = evicting_binding(works_left=True)
+    """Another low job runs on m2: a new leader that examined the preemptor at once would evict it too."""
+    ctl, rb = evicting_binding(works_left=True)
+    other = o.batch_job("other", parallelism=40, pc="low", status={"active": 40})
+    feed(ctl, o.cluster("m2", cpu="64"), other,
+         o.binding(other, paused=False, clusters=["m2"], annotations={plan.ADMITTED_ANNOTATION: plan.stamp(T0 - 900)}))
     items = ctl.step(T0)
     low = ctl.engine.state.jobs[LOW]
     assert low.state is JobState.EVICTING and low.preempted_by == HIGH
     assert not patches(items, "admit") and not patches(items, "evict")    # nothing admitted, no victim twice
+    assert HIGH not in ctl.engine.state.jobs                               # deferred until its victim is gone
     assert "waiting for its Works to be gone on m1" in ctl.explain(LOW)
+    ctl.on_cluster("MODIFIED", o.cluster("m2", cpu="64", allocated_cpu="40"), None, T0 + 0.5)
     report(ctl, "40", T0 + 0.5)
-    assert not patches(ctl.step(T0 + 0.6), "admit")
+    items = ctl.step(T0 + 0.6)
+    assert not patches(items, "admit") and not patches(items, "evict")
     ctl.on_work("DELETED", None, work(LOW, "m1"))
     items = ctl.step(T0 + 1)
-    assert patches(items, "evicted") and ctl.engine.state.jobs[LOW].preemptions == 2
+    (done,) = patches(items, "evicted")
+    assert ctl.engine.state.jobs[LOW].preemptions == 2
+    apply(ctl, rb, done.body)                                              # the intent is cleared
     report(ctl, "0", T0 + 2)
-    assert [p.ref.key for p in patches(ctl.step(T0 + 3), "admit")] == [HIGH]
+    items = ctl.step(T0 + 3)
+    assert [p.ref.key for p in patches(items, "admit")] == [HIGH] and not patches(items, "evict")
+    assert ctl.engine.state.jobs["team-a/other-job"].state.holds_resources
 
 
 def test_after_a_restart_a_victim_whose_works_are_gone_waits_in_its_queue() -> None:
