@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo setup test test-all typecheck unit e2e-build e2e clean
+.PHONY: demo setup test test-all typecheck unit e2e-build e2e clean image image-constraints browser-deps
 
 demo: setup                      ## set up, then simulate the default fleet with the default policy
 	$(BIN)/atoll simulate scenarios/kubecon-1000.yaml
@@ -18,9 +18,16 @@ $(STAMP): pyproject.toml
 	touch $@
 
 # e2e-build before unit: the chart tests render charts/atoll with the helm it builds
-test: typecheck e2e-build unit e2e  ## set up and run everything: types, unit + property, e2e on a real Karmada fleet
+test: typecheck e2e-build browser-deps unit e2e  ## set up and run everything: types, unit + property, e2e on a real Karmada fleet
 
 test-all: test                    ## kept as an alias of test
+
+# The dashboard's browser tests (tests/dashboard/test_browser.py) drive Debian's chromium + chromium-driver;
+# selenium comes with the test extra. Idempotent: installs only what is missing (needs root or sudo).
+browser-deps:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; else \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium chromium-driver; fi
 
 typecheck: setup
 	$(BIN)/mypy
@@ -42,6 +49,17 @@ e2e-build: setup                  ## build/cache Karmada, Kubernetes, kwok, etcd
 e2e: e2e-build                    ## e2e suite: starts a fleet (or reuses a healthy one), stops what it started
 	$(BIN)/mypy e2e
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q e2e
+
+# The chart's image (charts/atoll/Dockerfile: the wheel + pinned dependencies, non-root). Needs docker or
+# podman (not available in CI); IMAGE names the result.
+IMAGE ?= atoll:dev
+CONTAINER_TOOL ?= $(shell command -v docker || command -v podman)
+image:                            ## build the container image from the wheel (docker/podman)
+	@test -n "$(CONTAINER_TOOL)" || { echo "make image: needs docker or podman"; exit 1; }
+	$(CONTAINER_TOOL) build -f charts/atoll/Dockerfile -t $(IMAGE) .
+
+image-constraints: setup          ## re-pin the image's dependencies (charts/atoll/constraints.txt) to the tested venv
+	charts/atoll/lock-deps.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache

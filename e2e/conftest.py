@@ -24,6 +24,8 @@ from e2e.harness.procs import tail
 from e2e.tests.support import delete, namespace, unique
 
 LOG_LINES = int(os.environ.get("ATOLL_E2E_LOG_LINES", "25"))
+EXTRA_LOG_DIRS: list[Path] = []
+"""Log dirs of further fleets a test module runs (e.g. test_node_shapes' GPU fleet): attached on failure too."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,8 @@ class FleetHandle:
         return self.info.member(name)
 
     def node_names(self, member: str) -> list[str]:
-        return [f"{member}-node-{i}" for i in range(int(self.info.member_nodes[member]["count"]))]
+        nodes = self.info.member_nodes[member]
+        return list(nodes.get("names") or (f"{member}-node-{i}" for i in range(int(nodes["count"]))))
 
 
 def _bring_up() -> tuple[FleetInfo, bool]:
@@ -101,7 +104,7 @@ def component_logs(log_dir: Path, lines: int = LOG_LINES) -> str:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Generator[None, Any, Any]:
     report = yield
     if report.failed and report.when == "call" and item.get_closest_marker("e2e") is not None:
-        log_dir = state_root() / "logs"
-        if log_dir.is_dir():
-            report.sections.append(("fleet component logs", component_logs(log_dir)))
+        for log_dir in (state_root() / "logs", *EXTRA_LOG_DIRS):
+            if log_dir.is_dir():
+                report.sections.append((f"fleet component logs ({log_dir})", component_logs(log_dir)))
     return report

@@ -12,7 +12,7 @@ import platform
 import random
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from engine.core.scheduler import Engine
 from engine.model import Cluster, Job, Queue, Task
@@ -28,6 +28,7 @@ class BenchShape:
     queues: int
     clusters: int
     seed: int = 1
+    node_shapes: bool = False       # clusters report resource models (8 nodes of 8 GPUs each, per-GPU slices)
 
 
 def build_fleet(shape: BenchShape) -> tuple[list[Cluster], list[Queue], list[Job]]:
@@ -38,6 +39,11 @@ def build_fleet(shape: BenchShape) -> tuple[list[Cluster], list[Queue], list[Job
                 allocatable={CPU: 1000_000, MEMORY: 4096 * GI, PODS: 5000, GPU: 64})
         for i in range(shape.clusters)
     ]
+    if shape.node_shapes:
+        from engine.core.nodefit import shapes_of
+        grades = [{GPU: g, CPU: 15_000 * g, MEMORY: 64 * g * GI} for g in range(9)]     # 125 cpu / 512Gi per node
+        for cluster in clusters:
+            cluster.node_shapes = shapes_of(grades, [0] * 8 + [8])
     queues = [Queue(name=f"q{i:04d}", weight=rng.randint(1, 4), priority=rng.choice((0, 0, 0, 10)))
               for i in range(shape.queues)]
     jobs = [make_job(rng, i, queues) for i in range(shape.jobs)]
@@ -157,3 +163,76 @@ def machine_info() -> dict[str, Any]:
         pass
     return {"cpu": model or platform.processor(), "cores": os.cpu_count(),
             "python": platform.python_version(), "implementation": platform.python_implementation()}
+
+
+# -- churn: a saturated fleet, a deep backlog, a stream of finishes ---------------------------------
+CHURN_SHAPES: list[tuple[int, int, dict[str, int]]] = [       # replicas, minAvailable, per-replica resources
+    (1, 1, {CPU: 2000, MEMORY: 8 * GI}),
+    (8, 8, {CPU: 4000, MEMORY: 16 * GI}),
+    (4, 4, {CPU: 16000, MEMORY: 64 * GI}),
+    (1, 1, {CPU: 8000, MEMORY: 32 * GI, GPU: 1}),
+    (4, 4, {CPU: 16000, MEMORY: 128 * GI, GPU: 8}),
+]
+
+
+def make_churn_job(rng: random.Random, i: int, queues: list[Queue]) -> Job:
+    """A job of one of a few shapes (real backlogs have few): what makes O(shapes) possible."""
+    replicas, minimum, resources = rng.choice(CHURN_SHAPES)
+    return Job(id=f"ns/job-{i}", name=f"job-{i}", namespace="ns", queue=rng.choice(queues).name,
+               priority=rng.randint(0, 2), submit_time=float(i), tasks=[Task("worker", replicas, minimum, dict(resources))])
+
+
+def run_churn(shape: BenchShape, pipeline_factory: Callable[[], Pipeline], policy_name: str,
+              finishes: int = 200) -> dict[str, Any]:
+    """Fill the fleet from a backlog several times its size, then finish one admitted job at a time
+    (exact end time, as the simulator reports it) and time the cycle after each finish."""
+    from engine.stats import percentile
+
+    rng = random.Random(shape.seed)
+    clusters, queues, _ = build_fleet(BenchShape(0, shape.queues, shape.clusters, shape.seed))
+    engine = Engine(pipeline_factory())
+    for cluster in clusters:
+        engine.upsert_cluster(cluster)
+    for queue in queues:
+        engine.upsert_queue(queue)
+    for i in range(shape.jobs):
+        engine.submit(make_churn_job(rng, i, queues))
+    started = time.perf_counter()
+    first = engine.cycle(1.0)
+    first_ms = (time.perf_counter() - started) * 1000
+    running = [a.job_id for a in first.admitted]
+    times: list[float] = []
+    examined: list[int] = []
+    admitted = 0
+    now = 2.0
+    for _ in range(finishes):
+        if not running:
+            break
+        job_id = running.pop(rng.randrange(len(running)))
+        engine.finished(job_id, True, ended_at=now)
+        started = time.perf_counter()
+        result = engine.cycle(now)
+        times.append((time.perf_counter() - started) * 1000)
+        examined.append(result.examined)
+        admitted += len(result.admitted)
+        running.extend(a.job_id for a in result.admitted)
+        now += 1.0
+    return {
+        "policy": policy_name, "mode": "churn",
+        "jobs": shape.jobs, "queues": shape.queues, "clusters": shape.clusters, "seed": shape.seed,
+        "first_cycle_ms": round(first_ms, 1), "first_cycle_admitted": len(first.admitted),
+        "finishes": len(times),
+        "cycle_ms_p50": _rounded(percentile(times, 50)),
+        "cycle_ms_p99": _rounded(percentile(times, 99)),
+        "cycle_ms_max": _rounded(max(times, default=None)),
+        "examined_per_cycle_p50": percentile([float(e) for e in examined], 50),
+        "examined_per_cycle_p99": percentile([float(e) for e in examined], 99),
+        "admitted_after_finishes": admitted,
+        "pending_after": engine.pending_count(),
+        "load_average": _load_average(),
+        "machine": machine_info(),
+    }
+
+
+def _rounded(value: Optional[float]) -> Optional[float]:
+    return None if value is None else round(value, 2)

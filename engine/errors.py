@@ -17,3 +17,7 @@ class InputError(AtollError):
         self.message = message
         self.where = where
         super().__init__(f"{where}: {message}" if where else message)
+
+
+class UsageError(InputError):
+    """A wrong combination of command-line arguments: exit code 2, like argparse's own usage errors."""

@@ -10,9 +10,15 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from engine.resources import Resources, add_into, scale
+
+if TYPE_CHECKING:
+    from engine.core.nodefit import NodeShapes
+
+Pods = tuple[tuple[tuple[tuple[str, int], ...], int], ...]
+"""Pods of a job as (per-pod request as sorted (resource, amount) pairs, count) per task shape."""
 
 Placement = dict[str, dict[str, int]]
 """cluster name -> task name -> replicas placed there."""
@@ -106,6 +112,29 @@ class Job:
             add_into(total, task.min_demand)
         return total
 
+    @cached_property
+    def shape(self) -> tuple[tuple[str, int, int, tuple[tuple[str, int], ...]], ...]:
+        """Every task as (name, replicas, minAvailable, per-replica resources in their order): a hashable image of
+        everything ``tasks``, ``demand`` and ``min_demand`` say, for plugins' ``verdict_key``. Cached like
+        ``demand``: a changed job is a new Job object."""
+        return tuple((t.name, t.replicas, t.min_available, tuple(t.resources.items())) for t in self.tasks)
+
+    @cached_property
+    def pods(self) -> Pods:
+        """All replicas as (per-pod request, count): what must fit on nodes, not just in totals."""
+        return _pods((t.resources, t.replicas) for t in self.tasks)
+
+    @cached_property
+    def min_pods(self) -> Pods:
+        """The gang minimum as (per-pod request, count) (engine.core.nodefit packs it on nodes)."""
+        return _pods((t.resources, t.min_available) for t in self.tasks)
+
+    def placed_pods(self, cluster: str) -> Pods:
+        """Pods this job's placement puts on ``cluster``."""
+        by_task = {t.name: t for t in self.tasks}
+        placed = (self.placement or {}).get(cluster, {})
+        return _pods((by_task[name].resources, n) for name, n in placed.items() if name in by_task)
+
     def placed_demand(self, cluster: str) -> Resources:
         """Resources this job's placement puts on ``cluster``."""
         out: Resources = {}
@@ -130,6 +159,16 @@ class Cluster:
     allocating: Resources = field(default_factory=dict)
     status_time: float = 0.0        # when this summary was observed
     generation: int = 0
+    node_shapes: Optional[NodeShapes] = None   # nodes by resource-model grade (None: no models, totals only)
+
+
+def _pods(parts: Any) -> Pods:
+    merged: dict[tuple[tuple[str, int], ...], int] = {}
+    for resources, count in parts:
+        if count > 0:
+            key = tuple(sorted((k, v) for k, v in resources.items() if v))
+            merged[key] = merged.get(key, 0) + count
+    return tuple(sorted(merged.items()))
 
 
 @dataclass(eq=False)

@@ -9,7 +9,7 @@ per stage, never per comparison.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import pluggy
 
@@ -130,8 +130,9 @@ def join_keys(parts: Sequence[Any]) -> tuple[Any, ...]:
 class Pipeline:
     """Hook callers for enqueue → order → admit → place → preempt → recover."""
 
-    def __init__(self, stages: dict[str, list[Plugin]]) -> None:
+    def __init__(self, stages: dict[str, list[Plugin]], lookback: int = 0) -> None:
         self.stages = {stage: list(stages.get(stage, [])) for stage in STAGES}
+        self.lookback = lookback          # policy spec.lookback: per cycle, the first N jobs of each queue (0: all)
         managers = {stage: _manager(self.stages[stage], stage) for stage in STAGES}
         unique: dict[int, Plugin] = {}
         for plugins in self.stages.values():
@@ -156,6 +157,25 @@ class Pipeline:
         self.has_score = bool(managers["place"].hook.atoll_score.get_hookimpls())
         # every place plugin only ever uses clusters where the job's gang minimum fits: see Engine._place
         self.fitting_clusters_only = all(p.judges_fitting_clusters_only() for p in self.stages["place"])
+        # the plugins whose verdicts decide admission (each once, in stage order), for verdict_key
+        judges: dict[int, Plugin] = {}
+        for stage in ("admit", "place", "preempt"):
+            for plugin in self.stages.get(stage, []):
+                judges.setdefault(id(plugin), plugin)
+        self._judges = [p.verdict_key for p in judges.values()]
+        # every judge overrides Plugin.verdict_key: jobs can be grouped (else the engine stays exhaustive)
+        self.declares_verdict_keys = all(type(p).verdict_key is not Plugin.verdict_key for p in judges.values())
+
+    def verdict_key(self, job: Any) -> Optional[tuple[Any, ...]]:
+        """The joined ``Plugin.verdict_key`` of every admit/place/preempt plugin, or None when one of
+        them declares nothing for this job (then it is examined on its own)."""
+        parts = []
+        for key_of in self._judges:
+            part = key_of(job)
+            if part is None:
+                return None
+            parts.append(part)
+        return tuple(parts)
 
     def describe(self) -> dict[str, list[str]]:
         return {stage: [p.name for p in plugins] for stage, plugins in self.stages.items()}

@@ -15,13 +15,16 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import import_module
 from pathlib import Path
-from typing import Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Hashable, Optional
 
 import pluggy
 
 from engine._data import data_path
 from engine.errors import InputError
 from engine.hookspecs import PROJECT, STAGES, DiscoverySpecs, StageSpecs
+
+if TYPE_CHECKING:
+    from engine.model import Job
 
 ENTRY_POINT_GROUP = "atoll.plugins"
 BUILTIN_MODULE = "plugins"
@@ -56,6 +59,17 @@ class Plugin:
         cannot change the decision (see ``Engine._place``). False by default: a plugin that may
         split replicas over clusters where the minimum does not fit must keep seeing them all."""
         return False
+
+    def verdict_key(self, job: "Job") -> Optional[Hashable]:
+        """Everything of ``job`` that this plugin's admit, place (and preempt) verdicts read besides
+        FleetState and the plugin's own config, as a hashable value computed once per job version.
+        Two jobs with equal keys, examined in the same FleetState, must get the same verdict, the same
+        refusal text and the same placement: the engine then examines a key once per state and hands
+        its refusal to every other job of the same queue and key without calling the pipeline (see
+        ``engine.core.backlog``). None (the default) means undeclared: every job of a policy listing
+        this plugin in admit or place is examined on its own, exactly as before. Typical keys:
+        ``job.queue``, ``job.shape`` (tasks and their resources), the labels the plugin reads."""
+        return None
 
     @classmethod
     def schema(cls) -> dict[str, Any]:

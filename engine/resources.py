@@ -9,7 +9,7 @@ the way the Kubernetes scheduler rounds requests. A resource vector is a plain
 from __future__ import annotations
 
 import re
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal
 from functools import lru_cache
 from typing import Mapping
 
@@ -27,6 +27,7 @@ _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei"
 _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
             "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12),
             "P": Decimal(10**15), "E": Decimal(10**18)}
+MAX_AMOUNT = 2**63 - 1       # Kubernetes reads quantities as int64 (cpu: milli-cores); more is not a real request
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
 
 
@@ -49,16 +50,26 @@ def parse_quantity(value: object, resource: str = "", where: str = "") -> int:
         mantissa, suffix = match.group(1), match.group(2) or ""
         try:
             number = Decimal(mantissa)
-        except InvalidOperation:
+            number *= _BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix]
+        except ArithmeticError:             # InvalidOperation, or Overflow of an exponent like 1e999999999
             raise InputError(f"invalid quantity {value!r}", where) from None
-        number *= _BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix]
     else:
         raise InputError(f"quantity must be a number or a string, got {type(value).__name__}", where)
+    if not number.is_finite():
+        raise InputError(f"invalid quantity {value!r}", where)
     if number < 0:
         raise InputError(f"quantity {value!r} is negative", where)
     if resource == CPU:
         number *= 1000
-    return int(number.to_integral_value(rounding=ROUND_CEILING))
+    if number.is_nan() or number.is_infinite() or number.adjusted() > _MAX_DIGITS:
+        raise InputError(f"quantity {value!r} is larger than Kubernetes allows (2^63-1 base units)", where)
+    amount = int(number.to_integral_value(rounding=ROUND_CEILING))
+    if amount > MAX_AMOUNT:
+        raise InputError(f"quantity {value!r} is larger than Kubernetes allows (2^63-1 base units)", where)
+    return amount
+
+
+_MAX_DIGITS = 19           # checked before the exact int is built: 1e99999 would cost time and memory
 
 
 def parse_resources(mapping: object, where: str = "", keep_zero: bool = False) -> Resources:

@@ -13,8 +13,9 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from engine.core.nodefit import max_replicas, pack
 from engine.errors import InputError
-from engine.model import Job, Placement, Task
+from engine.model import Job, Placement, Pods, Task
 from engine.resources import Resources, add_into, format_resources, scale
 
 _VALIDATORS: dict[int, Draft202012Validator] = {}
@@ -95,6 +96,37 @@ def place_in_one(job: Job, free: Mapping[str, int]) -> Optional[dict[str, int]]:
     return placed
 
 
+def place_on_nodes(job: Job, state: Any, cluster: str) -> Optional[dict[str, int]]:
+    """``place_in_one`` on the cluster's free totals, then on its virtual nodes when it reports node
+    shapes (``FleetState.nodes``): the gang minimum must pack on them, and each task's extra replicas
+    are cut to what still fits there."""
+    part = place_in_one(job, state.free(cluster))
+    shapes = state.nodes(cluster) if part is not None else None
+    if shapes is None:
+        return part
+    left = pack(shapes, job.min_pods)
+    if left is None:
+        return None
+    assert part is not None
+    out: dict[str, int] = {}
+    for task in job.tasks:
+        n = part.get(task.name, 0)
+        extra = n - task.min_available
+        if extra > 0:
+            extra = min(extra, max_replicas(left, task.resources))
+            if extra:
+                left = pack(left, [(task.resources, extra)]) or left
+            n = task.min_available + extra
+        if n:
+            out[task.name] = n
+    return out or None
+
+
+def pods_text(pods: Pods) -> str:
+    """``2 x nvidia.com/gpu=8, 1 x cpu=4``: a job's pods for refusal reasons."""
+    return ", ".join(f"{n} x {format_resources(dict(vec))}" for vec, n in pods) or "no pods"
+
+
 def whole_fits(job: Job, free: Mapping[str, int]) -> bool:
     for name, amount in job.demand.items():
         if amount > free.get(name, 0):
@@ -160,10 +192,14 @@ def resource_weights(request: Mapping[str, int], weights: Mapping[str, int]) -> 
 
 
 def utilisation_scores(job: Job, clusters: Sequence[Any], free_of: Callable[[str], Mapping[str, int]],
-                       weights: Mapping[str, int]) -> list[Optional[int]]:
+                       weights: Mapping[str, int], state: Any = None) -> list[Optional[int]]:
     """Per cluster, the weighted mean in percent (0-100, integer) of how full it would be with the
     whole job placed, or else with its gang minimum; None where not even that fits. The hot loop of
-    binpack (higher = fuller) and spread (lower): one pass, no per-cluster allocations."""
+    binpack (higher = fuller) and spread (lower): one pass, no per-cluster allocations. With
+    ``state`` (a FleetState), "fits" is also checked on the virtual nodes of clusters that report
+    node shapes (``FleetState.fits_tasks``)."""
+    if state is not None and state.any_node_shapes:
+        return [_node_score(job, c, state, weights) for c in clusters]
     whole = [(n, w, job.demand[n]) for n, w in resource_weights(job.demand, weights).items()]
     whole_weight = sum(w for _, w, _ in whole)
     minimum = job.min_demand
@@ -185,6 +221,17 @@ def utilisation_scores(job: Job, clusters: Sequence[Any], free_of: Callable[[str
             continue
         out.append(None if least is None else _utilisation(least, free, allocatable))
     return out
+
+
+def _node_score(job: Job, cluster: Any, state: Any, weights: Mapping[str, int]) -> Optional[int]:
+    free = state.free(cluster.name)
+    for need, pods in ((job.demand, job.pods), (job.min_demand, job.min_pods)):
+        if state.fits_tasks(cluster.name, pods):
+            return _utilisation([(n, w, need[n]) for n, w in resource_weights(need, weights).items()],
+                                free, cluster.allocatable)
+        if need == job.min_demand:
+            break
+    return None
 
 
 def _utilisation(request: list[tuple[str, int, int]], free: Mapping[str, int],

@@ -11,7 +11,7 @@ job whole into the fullest cluster that fits.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Hashable, Optional
 
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
@@ -36,10 +36,13 @@ class Binpack(Plugin):
     def judges_fitting_clusters_only(self) -> bool:
         return True      # a score per cluster, no placement of its own
 
+    def verdict_key(self, job: Job) -> Optional[Hashable]:
+        return job.shape
+
     @hookimpl
     def atoll_score(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, int]:
         weight = self.weight
-        scores = utilisation_scores(job, clusters, state.free, self.resources)
+        scores = utilisation_scores(job, clusters, state.free, self.resources, state)
         return {cluster.name: weight * (used or 0) for cluster, used in zip(clusters, scores)}
 
 

@@ -28,7 +28,7 @@ O(depth x resources) with cached fleet views: no loop over clusters, queues or j
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar, Hashable, Optional
 
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
@@ -60,9 +60,9 @@ class Capacity(Plugin):
         self.ledger = GuaranteeLedger()
         self._refusals: dict[tuple[str, str, int, int, int, int], Refusal] = {}
 
-    def keep_guarantees(self) -> None:
-        """Stop lending idle guarantees (an adapter that cannot reclaim them calls this)."""
-        self.guarantees = self._honour
+    def verdict_key(self, job: Job) -> Optional[Hashable]:
+        # the queue line's limits and usage, and the demand in its own order (the first short resource is named)
+        return (job.queue, tuple(job.demand.items()))
 
     @hookimpl
     def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:

@@ -12,7 +12,7 @@ cluster (filter: fail closed, with the error as the reason) or scores 0 (score).
 
 from __future__ import annotations
 
-from typing import Any, Hashable
+from typing import Any, Hashable, Optional
 
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
@@ -47,6 +47,9 @@ class ClusterFilter(Plugin):
 
     def judges_fitting_clusters_only(self) -> bool:
         return True       # one CEL result per (job, cluster) pair
+
+    def verdict_key(self, job: Job) -> Optional[Hashable]:
+        return self.pairs.job_key(job)    # the values of the job fields the expression reads
 
     @hookimpl
     def atoll_filter(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, str]:
@@ -100,6 +103,9 @@ class ClusterScore(Plugin):
 
     def judges_fitting_clusters_only(self) -> bool:
         return True       # one CEL result per (job, cluster) pair
+
+    def verdict_key(self, job: Job) -> Optional[Hashable]:
+        return self.pairs.job_key(job)
 
     @hookimpl
     def atoll_score(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, int]:

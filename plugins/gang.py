@@ -14,14 +14,14 @@ over the candidate clusters.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Hashable, Optional, Union
 
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
 from engine.model import Cluster, Job, Placement, Refusal
 from engine.plugin import Plugin
 from engine.resources import fits, format_resources
-from plugins._placeutil import ReasonCache, configure, merge, pack_across, place_in_one, whole_fits
+from plugins._placeutil import ReasonCache, configure, merge, pack_across, place_on_nodes, pods_text, whole_fits
 
 _ONE = "gang needs {need} in one cluster; the most free in one cluster is {have}"
 _ACROSS = "gang needs {need} across the fleet; the fleet has {have} free"
@@ -39,9 +39,13 @@ class Gang(Plugin):
         super().__init__(configure(self.schema(), config, where), cel, where)
         self.allow_split = bool(self.config["allowSplit"])
         self._reasons = ReasonCache()
+        self._node_texts: dict[object, str] = {}        # refusal texts by the gang minimum's pods
 
     def judges_fitting_clusters_only(self) -> bool:
         return not self.allow_split      # one cluster holding the minimum; a split gang also uses smaller ones
+
+    def verdict_key(self, job: Job) -> Optional[Hashable]:
+        return job.shape                  # tasks, minimum and demand; nothing of the queue
 
     # -- admit ------------------------------------------------------------------------------
     @hookimpl
@@ -49,7 +53,16 @@ class Gang(Plugin):
         need = job.min_demand
         have = state.fleet_free if self.allow_split else state.max_free
         if fits(need, have):
-            return None
+            if self.allow_split or not state.any_node_shapes or state.fits_somewhere(need, job.min_pods):
+                return None
+            text = self._node_texts.get(job.min_pods)
+            if text is None:
+                if len(self._node_texts) >= 4096:
+                    self._node_texts.clear()
+                text = self._node_texts[job.min_pods] = (
+                    f"gang needs {format_resources(need)} in one cluster and its pods ({pods_text(job.min_pods)}) "
+                    f"on nodes: no ready cluster's nodes can hold them (node shapes from resource models)")
+            return Refusal(text, self.name, capacity=True)
         return Refusal(self._reasons.get(_ACROSS if self.allow_split else _ONE, need, have), self.name, capacity=True)
 
     # -- place ------------------------------------------------------------------------------
@@ -62,12 +75,13 @@ class Gang(Plugin):
             return None
         try_whole = fits(job.demand, state.max_free)
         fallback: Optional[Placement] = None
+        shaped = state.any_node_shapes
         for cluster in clusters:
             free = state.free(cluster.name)
-            if try_whole and whole_fits(job, free):
+            if try_whole and (state.fits_tasks(cluster.name, job.pods) if shaped else whole_fits(job, free)):
                 return {cluster.name: {t.name: t.replicas for t in job.tasks if t.replicas}}
             if fallback is None:
-                part = place_in_one(job, free)
+                part = place_on_nodes(job, state, cluster.name)
                 if part is not None:
                     if not try_whole:
                         return {cluster.name: part}
@@ -75,8 +89,9 @@ class Gang(Plugin):
         if fallback is not None:
             return fallback
         if not self.allow_split:
+            on_nodes = f" on its nodes (pods: {pods_text(job.min_pods)})" if shaped else ""
             return Refusal(f"gang needs {format_resources(job.min_demand)} in one cluster; none of the "
-                           f"{len(clusters)} candidate cluster(s) has it free", self.name, capacity=True)
+                           f"{len(clusters)} candidate cluster(s) has it free{on_nodes}", self.name, capacity=True)
         return self._split(job, clusters, state)
 
     def _split(self, job: Job, clusters: list[Cluster], state: FleetState) -> Union[Placement, Refusal]:

@@ -16,7 +16,7 @@ without enough free GPUs.
 from __future__ import annotations
 
 import fnmatch
-from typing import Any, Optional
+from typing import Any, Hashable, Optional
 
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
@@ -47,6 +47,7 @@ class GpuCapacity(Plugin):
         self._is_gpu: dict[str, bool] = {}
         self._reasons = ReasonCache()
         self._job_gpus: dict[str, tuple[Job, Resources, Resources]] = {}
+        self._gpu_pods: dict[str, tuple[Job, tuple[tuple[Resources, int], ...]]] = {}
         self._model_index: tuple[Optional[list[Cluster]], dict[str, list[str]]] = (None, {})
 
     # -- helpers ------------------------------------------------------------------------------
@@ -86,6 +87,25 @@ class GpuCapacity(Plugin):
             cached = self._job_gpus[job.id] = (job, want, minimum)
         return cached[1], cached[2]
 
+    def gpu_pods(self, job: Job) -> tuple[tuple[Resources, int], ...]:
+        """The GPU part of each task's pods in the gang minimum (at least one GPU pod when minAvailable
+        is 0), as (per-pod GPUs, count): what must fit on single nodes."""
+        cached = self._gpu_pods.get(job.id)
+        if cached is None or cached[0] is not job:
+            if len(self._gpu_pods) >= 200_000:
+                self._gpu_pods.clear()
+            pods = tuple((g, t.min_available) for t in job.tasks if t.min_available and (g := self.gpus(t.resources)))
+            if not pods:
+                pods = tuple((g, 1) for g in [min((g for g in (self.gpus(t.resources) for t in job.tasks) if g),
+                                                  key=lambda g: sorted(g.items()), default={})] if g)
+            cached = self._gpu_pods[job.id] = (job, pods)
+        return cached[1]
+
+    def _fits_here(self, job: Job, minimum: Resources, state: FleetState, cluster: str) -> bool:
+        if not fits(minimum, state.free(cluster)):
+            return False
+        return state.nodes(cluster) is None or state.fits_tasks(cluster, self.gpu_pods(job))
+
     def wanted_models(self, job: Job) -> list[str]:
         raw = job.labels.get(self.job_key) or job.annotations.get(self.job_key) or ""
         return [m.strip().lower() for m in raw.split(",") if m.strip()]
@@ -111,6 +131,10 @@ class GpuCapacity(Plugin):
 
     def judges_fitting_clusters_only(self) -> bool:
         return True      # a filter per cluster, no placement of its own
+
+    def verdict_key(self, job: Job) -> Optional[Hashable]:
+        # GPU quotas are per queue; the model is asked for by a label or annotation
+        return (job.queue, job.shape, job.labels.get(self.job_key) or job.annotations.get(self.job_key) or "")
 
     # -- admit --------------------------------------------------------------------------------
     @hookimpl
@@ -142,7 +166,7 @@ class GpuCapacity(Plugin):
             return Refusal(f"needs {format_resources(minimum)} on GPU model {' or '.join(models)}; those clusters "
                            f"have {format_resources({k: total.get(k, 0) for k in minimum})} free", self.name,
                            capacity=True)
-        if any(fits(minimum, state.free(name)) for name in names):
+        if any(self._fits_here(job, minimum, state, name) for name in names):
             return None
         return Refusal(f"needs {format_resources(minimum)} in one cluster with GPU model {' or '.join(models)}; "
                        f"none of its {len(names)} cluster(s) has that free", self.name, capacity=True)
@@ -185,6 +209,9 @@ class GpuCapacity(Plugin):
                     out[cluster.name] = "no room for one GPU replica"
             elif not fits(minimum, free):
                 out[cluster.name] = self._reasons.get(_SHORT, minimum, free)
+            elif state.nodes(cluster.name) is not None and not state.fits_tasks(cluster.name, self.gpu_pods(job)):
+                out[cluster.name] = (f"{format_resources(minimum)} free in total but not on its nodes "
+                                     f"(GPU pods: {', '.join(f'{n} x {format_resources(g)}' for g, n in self.gpu_pods(job))})")
         return out
 
 

@@ -26,7 +26,7 @@ does with a batch backlog:
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any, Hashable, Optional, Union
 
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
@@ -60,6 +60,9 @@ class KarmadaDivided(Plugin):
             free = clamp_nonnegative(sub(sub(cluster.allocatable, cluster.allocated), cluster.allocating))
             cached = self._reported[cluster.name] = (cluster, cluster.generation, free)
         return cached[2]
+
+    def verdict_key(self, job: Job) -> Optional[Hashable]:
+        return job.shape
 
     @hookimpl
     def atoll_place(self, job: Job, clusters: list[Cluster], state: FleetState) -> Union[Placement, Refusal, None]:

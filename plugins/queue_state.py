@@ -6,7 +6,7 @@ its parents, stops admissions from it while its jobs keep waiting, visibly.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar, Hashable, Optional
 
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
@@ -22,6 +22,9 @@ class QueueState(Plugin):
     stages = ("admit",)
     description = "a Closed queue (or a queue under a Closed parent) admits nothing"
     DEFAULTS: ClassVar[dict[str, Any]] = {}
+
+    def verdict_key(self, job: Job) -> Optional[Hashable]:
+        return job.queue                  # only the queue's (and its parents') open state is read
 
     @hookimpl
     def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:

@@ -11,8 +11,9 @@ whose replicas do not all fit, is left to the next place plugin.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Hashable, Optional
 
+from engine.core.nodefit import max_replicas, pack
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
 from engine.model import Cluster, Job, Placement
@@ -38,9 +39,12 @@ class Spread(Plugin):
     def judges_fitting_clusters_only(self) -> bool:
         return not self.split      # a score per cluster; splitting replicas uses clusters too small for the job
 
+    def verdict_key(self, job: Job) -> Optional[Hashable]:
+        return job.shape
+
     @hookimpl
     def atoll_score(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, int]:
-        scores = utilisation_scores(job, clusters, state.free, self.resources)
+        scores = utilisation_scores(job, clusters, state.free, self.resources, state)
         out: dict[str, int] = {}
         for cluster, used in zip(clusters, scores):
             out[cluster.name] = 0 if used is None else self.weight * (100 - used)
@@ -52,15 +56,24 @@ class Spread(Plugin):
             return None
         names = [c.name for c in clusters]
         left = {name: dict(state.free(name)) for name in names}
+        nodes = {name: state.nodes(name) for name in names}     # virtual nodes where node shapes are known
         placement: Placement = {}
         for task in job.tasks:
-            counts = divide_evenly(task.replicas, [fit_count(task.resources, left[n], task.replicas) for n in names])
+            caps = []
+            for name in names:
+                cap = fit_count(task.resources, left[name], task.replicas)
+                shapes = nodes[name]
+                caps.append(cap if shapes is None or not cap else min(cap, max_replicas(shapes, task.resources)))
+            counts = divide_evenly(task.replicas, caps)
             if counts is None:
                 return None
             for name, n in zip(names, counts):
                 if n:
                     placement.setdefault(name, {})[task.name] = n
                     add_into(left[name], scale(task.resources, n), -1)
+                    shapes = nodes[name]
+                    if shapes is not None:
+                        nodes[name] = pack(shapes, [(task.resources, n)]) or shapes
         return placement or None
 
 

@@ -10,7 +10,7 @@ because the engine books the whole job and the baseline must not undercount it.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar, Hashable, Optional
 
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
@@ -26,6 +26,9 @@ class VolcanoCapacity(Plugin):
     stages = ("admit",)
     description = "volcano-global v0.3.0 baseline: allocated + request <= min(fleet allocatable, capability)"
     DEFAULTS: ClassVar[dict[str, Any]] = {}
+
+    def verdict_key(self, job: Job) -> Optional[Hashable]:
+        return (job.queue, tuple(job.demand.items()))
 
     @hookimpl
     def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:

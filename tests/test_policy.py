@@ -231,7 +231,7 @@ def test_schema_violation_names_field_and_allowed_values() -> None:
     message = error(replace("kinds: [batch/v1/Job]", "kinds: [Job]"))
     assert message.startswith("p.yaml: spec.managedWorkloads.kinds[0] (line 6): 'Job' does not match")
     message = error(replace("spec:\n", "spec:\n  pipelines: {}\n"))
-    assert "'pipelines' was unexpected" in message and "allowed: managedWorkloads, pipeline, placementMode, plugins" \
+    assert "'pipelines' was unexpected" in message and "allowed: lookback, managedWorkloads, pipeline, placementMode, plugins" \
         in message
 
 

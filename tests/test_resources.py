@@ -59,3 +59,15 @@ def test_dominant_share_is_the_largest_ratio() -> None:
 def test_explicit_zero_limits_survive_only_when_asked() -> None:
     assert parse_resources({"cpu": "4", "nvidia.com/gpu": "0"}) == {"cpu": 4000}
     assert parse_resources({"cpu": "4", "nvidia.com/gpu": "0"}, keep_zero=True) == {"cpu": 4000, "nvidia.com/gpu": 0}
+
+
+@pytest.mark.parametrize("value,resource", [("1e30", "cpu"), ("1e30", "memory"), ("1e999999999", "memory"),
+                                            ("9223372036854775807", "cpu"), ("9Ei", "memory"), (1e30, "cpu"),
+                                            (float("inf"), "memory"), (float("nan"), "cpu")])
+def test_absurd_quantities_are_input_errors_not_huge_numbers(value: object, resource: str) -> None:
+    """Kubernetes reads quantities as int64 (cpu in milli-cores): anything beyond is hostile, and must fail fast
+    (no arithmetic on a 10^999999999) with a precise error rather than crash or schedule nothing forever."""
+    with pytest.raises(InputError, match=r"larger than Kubernetes allows|invalid quantity") as info:
+        parse_quantity(value, resource, "spec.x")
+    assert "spec.x" in str(info.value)
+    assert parse_quantity("9223372036854775807m", "cpu") == 2**63 - 1

@@ -29,11 +29,12 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class NodeGroup:
-    """``count`` kwok nodes that share allocatable and labels."""
+    """``count`` kwok nodes that share allocatable and labels, named ``<member>-<name>-<i>``."""
 
     count: int
     allocatable: dict[str, str]
     labels: dict[str, str]
+    name: str = "node"
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,20 @@ class Member:
     nodes: NodeGroup
     cluster_labels: dict[str, str]
     ports: MemberPorts
+    extra_nodes: tuple[NodeGroup, ...] = ()          # more node shapes in the same member
+    resource_models: tuple[dict[str, Any], ...] = ()  # the Cluster's spec.resourceModels (empty: Karmada's defaults)
+
+    def node_groups(self) -> tuple[NodeGroup, ...]:
+        return (self.nodes, *self.extra_nodes)
 
     def node_names(self) -> list[str]:
-        return [f"{self.name}-node-{i}" for i in range(self.nodes.count)]
+        return [f"{self.name}-{g.name}-{i}" for g in self.node_groups() for i in range(g.count)]
+
+    def group_of(self, node: str) -> NodeGroup:
+        for g in self.node_groups():
+            if node.startswith(f"{self.name}-{g.name}-") and node.rsplit("-", 1)[-1].isdigit():
+                return g
+        raise KeyError(node)
 
 
 @dataclass(frozen=True)
@@ -147,6 +159,34 @@ def _node_group(raw: Any, where: str, base: dict[str, Any]) -> NodeGroup:
     return NodeGroup(count=count, allocatable=alloc, labels=labels)
 
 
+def _extra_nodes(raw: Any, where: str, base: dict[str, Any]) -> tuple[NodeGroup, ...]:
+    """``extraNodes``: a list of node groups, each merged over the member's ``nodes`` and named by ``name``."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ConfigError(f"{where}: expected a list of node groups with a name")
+    out = []
+    for i, item in enumerate(raw):
+        at = f"{where}[{i}]"
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"].isidentifier():
+            raise ConfigError(f"{at}.name: expected a name of letters, digits and _ (it names the nodes)")
+        group = _node_group({k: v for k, v in item.items() if k != "name"}, at, base)
+        out.append(NodeGroup(group.count, group.allocatable, group.labels, item["name"]))
+    names = [g.name for g in out]
+    if len(set(names)) != len(names) or "node" in names:
+        raise ConfigError(f"{where}: group names must be unique and not 'node' (the main group), got {names}")
+    return tuple(out)
+
+
+def _resource_models(raw: Any, where: str) -> tuple[dict[str, Any], ...]:
+    """A Cluster's ``spec.resourceModels`` as Karmada takes it (its aggregated apiserver validates the rest)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(g, dict) for g in raw):
+        raise ConfigError(f"{where}: expected a list of {{grade, ranges}} mappings (Karmada's spec.resourceModels)")
+    return tuple(copy.deepcopy(raw))
+
+
 def _env_int(name: str) -> int:
     """An integer environment variable (0 when unset); a bad value names the variable."""
     value = os.environ.get(name, "").strip()
@@ -213,12 +253,18 @@ def load_config(path: Path | None = None, members: int | None = None, nodes: int
     for i in range(1, count + 1):
         name = f"{prefix}{i}"
         ov = overrides.get(name, {}) or {}
-        unknown = set(ov) - {"nodes", "clusterLabels"}
+        unknown = set(ov) - {"nodes", "clusterLabels", "extraNodes", "resourceModels"}
         if unknown:
             raise ConfigError(f"members.overrides.{name}: unknown keys {sorted(unknown)}")
         group = _node_group(ov.get("nodes"), f"members.overrides.{name}.nodes", base_dict)
         labels = {"atoll.dev/member": name, **{str(k): str(v) for k, v in (ov.get("clusterLabels") or {}).items()}}
-        out.append(Member(name=name, index=i, nodes=group, cluster_labels=labels, ports=ports.member(i)))
+        group_dict = {"count": group.count, "allocatable": group.allocatable, "labels": group.labels}
+        extra = _extra_nodes(ov.get("extraNodes", mraw.get("extraNodes")), f"members.overrides.{name}.extraNodes",
+                             group_dict)
+        models = _resource_models(ov.get("resourceModels", mraw.get("resourceModels")),
+                                  f"members.overrides.{name}.resourceModels")
+        out.append(Member(name=name, index=i, nodes=group, cluster_labels=labels, ports=ports.member(i),
+                          extra_nodes=extra, resource_models=models))
     for name in overrides:
         if name not in {m.name for m in out}:
             raise ConfigError(f"members.overrides.{name}: no such member (members are {[m.name for m in out]})")

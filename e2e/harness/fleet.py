@@ -167,7 +167,8 @@ class Fleet:
                     "ports": dict(cfg.ports.table(cfg.members)), "base_port": cfg.ports.base,
                     "members": [m.name for m in cfg.members],
                     "member_nodes": {m.name: {"count": m.nodes.count, "allocatable": m.nodes.allocatable,
-                                              "labels": m.nodes.labels} for m in cfg.members}}
+                                              "labels": m.nodes.labels, "names": m.node_names()}
+                                     for m in cfg.members}}
         (self.state / "fleet.json").write_text(json.dumps(info_raw, indent=2) + "\n")
         info = FleetInfo.load(self.state)
 
@@ -217,7 +218,7 @@ class Fleet:
                         member.controller_manager_argv(art, pki, m, member_kcs[m.name]))
         for m in cfg.members:
             mk = info.member(m.name)
-            self._wait(f"{m.name}-kwok", f"{m.name}: {m.nodes.count} kwok nodes Ready",
+            self._wait(f"{m.name}-kwok", f"{m.name}: {len(m.node_names())} kwok nodes Ready",
                        lambda mk=mk, m=m: _nodes_ready(mk, m.node_names()))
         # karmada-controller-manager registers only a liveness check (cmd/controller-manager/app:
         # LivenessEndpointName /healthz, no AddReadyzCheck), so controller-runtime serves no /readyz.

@@ -70,7 +70,7 @@ def nodes(m: Member) -> list[dict[str, Any]]:
     """Node objects for kwok; status (capacity = allocatable) is applied via the status subresource."""
     out = []
     for name in m.node_names():
-        labels = {**m.nodes.labels, "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+        labels = {**m.group_of(name).labels, "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
                   "kubernetes.io/arch": "amd64", "type": "kwok", "atoll.dev/member": m.name}
         out.append({"apiVersion": "v1", "kind": "Node",
                     "metadata": {"name": name, "labels": labels,
@@ -81,7 +81,7 @@ def nodes(m: Member) -> list[dict[str, Any]]:
 
 
 def node_status(m: Member, name: str) -> dict[str, Any]:
-    alloc = dict(m.nodes.allocatable)
+    alloc = dict(m.group_of(name).allocatable)
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
             "status": {"allocatable": alloc, "capacity": alloc,
                        "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux",
@@ -97,10 +97,12 @@ def join_objects(m: Member, pki: Pki) -> list[dict[str, Any]]:
     secrets = [{"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                 "metadata": {"name": n, "namespace": CLUSTER_SECRET_NS}, "data": data}
                for n in (m.name, f"{m.name}-impersonator")]
-    cluster = {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
-               "metadata": {"name": m.name, "labels": dict(m.cluster_labels)},
-               "spec": {"syncMode": "Push", "apiEndpoint": f"https://127.0.0.1:{m.ports.apiserver}",
+    spec: dict[str, Any] = {"syncMode": "Push", "apiEndpoint": f"https://127.0.0.1:{m.ports.apiserver}",
                         "secretRef": {"namespace": CLUSTER_SECRET_NS, "name": m.name},
                         "impersonatorSecretRef": {"namespace": CLUSTER_SECRET_NS,
-                                                  "name": f"{m.name}-impersonator"}}}
+                                                  "name": f"{m.name}-impersonator"}}
+    if m.resource_models:       # set at create: Karmada applies its default cpu/memory models only when none
+        spec["resourceModels"] = [dict(g) for g in m.resource_models]
+    cluster = {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+               "metadata": {"name": m.name, "labels": dict(m.cluster_labels)}, "spec": spec}
     return [*secrets, cluster]

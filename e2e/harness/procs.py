@@ -127,6 +127,29 @@ class Supervisor:
         while time.monotonic() < deadline and any(self.get(p.name) for p in procs):
             time.sleep(0.1)
 
+    def stop(self, name: str, sig: signal.Signals = signal.SIGTERM, grace: float = 10.0) -> Proc:
+        """Stop one running component (its whole process group); raises if it is not running or survives."""
+        proc = self.get(name)
+        if proc is None:
+            raise RuntimeError(f"{name} is not running")
+        self._signal_and_wait([proc], sig, grace)
+        if self.get(name) is not None:
+            self._signal_and_wait([proc], signal.SIGKILL, grace)
+        if self.get(name) is not None:
+            raise RuntimeError(f"{name} (pid {proc.pid}) still running {grace:.0f}s after SIGKILL")
+        return proc
+
+    def restart(self, name: str, sig: signal.Signals = signal.SIGTERM) -> Proc:
+        """Stop one component and start it again with the same argv, keeping its place in the start order
+        (fault-injection tests: an apiserver restarted under load)."""
+        old = self.stop(name, sig)
+        new = self.start(name, old.argv)
+        record = self.pid_dir / f"{name}.json"
+        data = json.loads(record.read_text())
+        data["seq"] = old.seq
+        record.write_text(json.dumps(data))
+        return Proc(name, new.pid, new.start_ticks, new.argv, new.log, old.seq)
+
     def stop_all(self, grace: float = 10.0) -> list[str]:
         """Stop every recorded component (reverse order); returns the names that were running."""
         names = list(reversed(self.recorded()))

@@ -44,13 +44,17 @@ def post_at_rate(kube: Kube, path: str, bodies: dict[str, dict[str, Any]], rate:
 
 
 class ScheduledWatch:
-    """When each ResourceBinding of a namespace is first seen with Scheduled=True (monotonic clock), from a
-    watch opened before the load starts, so no binding can be missed or timed late by a polling interval."""
+    """When each ResourceBinding of a namespace is first seen with Scheduled=True, and with FullyApplied=True
+    (its Works applied in the members: dispatched), on the monotonic clock, from a watch opened before the load
+    starts, so no binding can be missed or timed late by a polling interval."""
+
+    CONDITIONS = ("Scheduled", "FullyApplied")
 
     def __init__(self, kube: Kube, ns: str) -> None:
         self.kube = kube
         self.path = f"{RB_API}/namespaces/{ns}/resourcebindings"
-        self.seen: dict[str, float] = {}
+        self.first: dict[str, dict[str, float]] = {c: {} for c in self.CONDITIONS}
+        self.seen = self.first["Scheduled"]
         self.error: Optional[BaseException] = None
         self._rv = str(kube.get(self.path)["metadata"]["resourceVersion"])
         self._stop = threading.Event()
@@ -65,21 +69,30 @@ class ScheduledWatch:
                     if event.get("type") == "ERROR":
                         raise KubeError(int(obj.get("code") or 0), f"watch {self.path}: {obj.get('message')}")
                     self._rv = str(obj["metadata"]["resourceVersion"])
-                    if event.get("type") in ("ADDED", "MODIFIED") and is_true(obj, "Scheduled"):
-                        self.seen.setdefault(obj["metadata"]["name"], time.monotonic())
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        for ctype, seen in self.first.items():
+                            if is_true(obj, ctype):
+                                seen.setdefault(obj["metadata"]["name"], time.monotonic())
                     if self._stop.is_set():
                         return
         except BaseException as e:       # reported by wait_all, in the test's thread
             self.error = e
 
-    def wait_all(self, names: set[str], timeout: float) -> dict[str, float]:
+    def wait_all(self, names: set[str], timeout: float, ctype: str = "Scheduled") -> dict[str, float]:
+        """When each of ``names`` was first seen with condition ``ctype`` True (the watch keeps running)."""
+        seen = self.first[ctype]
+
         def done() -> Optional[dict[str, float]]:
             if self.error is not None:
                 raise RuntimeError(f"the watch on {self.path} failed: {self.error}")
-            return dict(self.seen) if names <= self.seen.keys() else None
+            return dict(seen) if names <= seen.keys() else None
 
         try:
-            return until(f"all {len(names)} bindings Scheduled", done, timeout,
-                         show=lambda: f"{len(names & self.seen.keys())} of {len(names)} seen Scheduled")
-        finally:
-            self._stop.set()
+            return until(f"all {len(names)} bindings {ctype}", done, timeout,
+                         show=lambda: f"{len(names & seen.keys())} of {len(names)} seen {ctype}")
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        self._stop.set()

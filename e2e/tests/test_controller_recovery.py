@@ -17,6 +17,7 @@ import pytest
 from e2e.conftest import FleetHandle
 from e2e.harness.kube import Kube
 from e2e.tests.controller_support import (annotations_of, atoll, events_for, job, propagate, rb_name, wait_admitted)
+from e2e.tests.fault_support import wait_books_match_truth
 from e2e.tests.support import binding, is_true, until
 
 pytestmark = pytest.mark.e2e
@@ -64,6 +65,7 @@ def test_member_not_ready_job_recovers_on_the_other_member(fleet: FleetHandle, h
             os.kill(pid, signal.SIGCONT)
         until(f"Cluster {lost} Ready again", lambda: is_true(
             host.get(f"/apis/cluster.karmada.io/v1alpha1/clusters/{lost}"), "Ready"), 120)
+        wait_books_match_truth(ctl, host, [ns])        # capacity accounting = the API's truth afterwards
 
 
 def test_job_failing_in_its_member_is_requeued_then_given_up(fleet: FleetHandle, host: Kube, ns: str,

@@ -30,10 +30,15 @@ from engine.kube.plan import parse_stamp
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
-RATE = float(os.environ.get("ATOLL_BENCH_RATE", "50"))
+RATE = float(os.environ.get("ATOLL_BENCH_RATE", "50"))                 # the detector run
+RATES = [float(r) for r in os.environ.get("ATOLL_BENCH_RATES", "50,200").split(",")]
 COUNT = int(os.environ.get("ATOLL_BENCH_COUNT", "300"))
 CLIENTS = int(os.environ.get("ATOLL_BENCH_CLIENTS", "32"))       # concurrent creating clients
-TIMEOUT = 300 + 2 * COUNT / RATE       # a deadline, generous: karmada-scheduler took 4-10 bindings/s here
+TIMEOUT = 300 + 2 * COUNT / 50         # a deadline, generous: karmada-scheduler took 4-10 bindings/s here
+MODES = ("karmada", "gate", "bind")
+MODE_TEXT = {"karmada": "plain Karmada, bindings POSTed directly",
+             "gate": "Atoll (gate), bindings POSTed directly",
+             "bind": "Atoll (bind: schedulerName atoll), bindings POSTed directly"}
 DIVIDED = {"replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"}}
 
 
@@ -58,27 +63,34 @@ def create_jobs(host: Kube, ns: str) -> dict[str, str]:
     return {obj["metadata"]["name"]: obj["metadata"]["uid"] for obj in made}
 
 
-def binding_for(name: str, uid: str, ns: str, members: list[str]) -> dict[str, Any]:
+def binding_for(name: str, uid: str, ns: str, members: list[str], scheduler: str = "default-scheduler"
+                ) -> dict[str, Any]:
     """Shaped like the detector's: karmada-scheduler only takes bindings with its schedulerName and a
     managed-by label (pkg/scheduler/event_handler.go); the finalizer withdraws the Works with the namespace."""
     return {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
             "metadata": {"name": f"{name}-job", "namespace": ns, "labels": {"binding.karmada.io/managed-by": "atoll-e2e"},
                          "finalizers": ["karmada.io/binding-controller"]},
-            "spec": {"schedulerName": "default-scheduler",
+            "spec": {"schedulerName": scheduler,
                      "resource": {"apiVersion": "batch/v1", "kind": "Job", "name": name, "namespace": ns, "uid": uid},
                      "replicas": 1, "placement": {"clusterAffinity": {"clusterNames": members}, **DIVIDED}}}
 
 
-def bindings_scheduled(host: Kube, ns: str, jobs: dict[str, str], members: list[str]) -> dict[str, Any]:
-    """POST a binding per Job at RATE; wait until every one is Scheduled; report rate and create -> Scheduled."""
+def bindings_scheduled(host: Kube, ns: str, jobs: dict[str, str], members: list[str], rate: float,
+                       scheduler: str = "default-scheduler") -> dict[str, Any]:
+    """POST a binding per Job at ``rate``; wait until every one is Scheduled and its Work applied in a member;
+    report rates, create -> Scheduled and create -> dispatched (FullyApplied=True)."""
     watch = ScheduledWatch(host, ns)
-    bodies = {f"{name}-job": binding_for(name, uid, ns, members) for name, uid in sorted(jobs.items())}
-    sent, created_in = post_at_rate(host, f"{RB_API}/namespaces/{ns}/resourcebindings", bodies, RATE, CLIENTS)
+    bodies = {f"{name}-job": binding_for(name, uid, ns, members, scheduler) for name, uid in sorted(jobs.items())}
+    sent, created_in = post_at_rate(host, f"{RB_API}/namespaces/{ns}/resourcebindings", bodies, rate, CLIENTS)
     seen = watch.wait_all(set(bodies), TIMEOUT)
-    waits = [seen[name] - sent[name] for name in bodies]
-    return {"bindings": COUNT, "target_rate_per_s": RATE, "achieved_create_rate_per_s": round(COUNT / created_in, 1),
-            "scheduled_per_s": round(COUNT / (max(seen.values()) - min(sent.values())), 1),
-            "create_to_scheduled_s": latency(waits)}
+    applied = watch.wait_all(set(bodies), TIMEOUT, "FullyApplied")
+    watch.stop()
+    start = min(sent.values())
+    return {"bindings": COUNT, "target_rate_per_s": rate, "achieved_create_rate_per_s": round(COUNT / created_in, 1),
+            "scheduled_per_s": round(COUNT / (max(seen.values()) - start), 1),
+            "create_to_scheduled_s": latency([seen[name] - sent[name] for name in bodies]),
+            "dispatched_per_s": round(COUNT / (max(applied.values()) - start), 1),
+            "create_to_dispatched_s": latency([applied[name] - sent[name] for name in bodies])}
 
 
 def pause_to_resume(host: Kube, ns: str) -> dict[str, Any]:
@@ -101,18 +113,56 @@ def report(fleet: FleetHandle, name: str, result: dict[str, Any]) -> None:
     (fleet.info.state_dir / f"controller-bench-{name}.json").write_text(json.dumps(result, indent=2))
 
 
-def test_plain_karmada_schedules_bindings_created_at_rate(fleet: FleetHandle, host: Kube, ns: str) -> None:
-    result = bindings_scheduled(host, ns, create_jobs(host, ns), fleet.members)
-    report(fleet, "karmada", {"mode": "plain Karmada, bindings POSTed directly", **result})
+@pytest.fixture(scope="module")
+def summary(fleet: FleetHandle) -> Iterator[dict[tuple[str, float], dict[str, Any]]]:
+    """Every mode's result at every rate, compared side by side once the module is done (same fleet, same run)."""
+    results: dict[tuple[str, float], dict[str, Any]] = {}
+    yield results
+    rows = []
+    for rate in sorted({r for _, r in results}):
+        plain = results.get(("karmada", rate), {}).get("scheduled_per_s")
+        for mode in MODES:
+            res = results.get((mode, rate))
+            if res is None:
+                continue
+            cts = res["create_to_scheduled_s"]
+            ratio = round(res["scheduled_per_s"] / plain, 2) if plain else None
+            rows.append({"rate": rate, "mode": mode, "created_per_s": res["achieved_create_rate_per_s"],
+                         "scheduled_per_s": res["scheduled_per_s"], "x_plain": ratio, "p50_s": cts["p50"],
+                         "p95_s": cts["p95"], "dispatched_p50_s": res.get("create_to_dispatched_s", {}).get("p50"),
+                         "load": res.get("load")})
+    text = "\n".join(json.dumps(r) for r in rows)
+    print(f"\nthroughput summary (create -> Scheduled; x_plain = scheduled/s over plain Karmada's at that rate):\n{text}")
+    (fleet.info.state_dir / "controller-bench-summary.json").write_text(json.dumps(rows, indent=2))
 
 
-def test_atoll_resumes_bindings_created_at_rate(fleet: FleetHandle, host: Kube, ns: str, tmp_path: Path) -> None:
+def bind_policy() -> str:
+    text = default_policy().replace("placementMode: gate", "placementMode: bind")
+    assert "placementMode: bind" in text
+    return text
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("rate", RATES, ids=lambda r: f"{r:g}per_s")
+def test_scheduled_at_rate(mode: str, rate: float, fleet: FleetHandle, host: Kube, ns: str, tmp_path: Path,
+                           summary: dict[tuple[str, float], dict[str, Any]]) -> None:
+    """The same load three ways: plain Karmada (no webhook, no controller: karmada-scheduler places each binding
+    as it arrives); Atoll in gate mode (paused at CREATE, admitted and resumed by Atoll, placed by
+    karmada-scheduler); Atoll in bind mode (bindings addressed to schedulerName atoll: Atoll writes spec.clusters
+    and the Scheduled condition itself, karmada-scheduler never sees them)."""
     jobs = create_jobs(host, ns)           # before the controller starts: it is ready once its caches hold them
-    with atoll(fleet.info, tmp_path, default_policy()) as (_, ctl, _cm):
-        result = bindings_scheduled(host, ns, jobs, fleet.members)
-        result.update(pause_to_resume(host, ns))
-        assert ctl.alive()
-    report(fleet, "atoll", {"mode": "Atoll (gate), bindings POSTed directly", **result})
+    load = round(os.getloadavg()[0], 1)
+    if mode == "karmada":
+        result = bindings_scheduled(host, ns, jobs, fleet.members, rate)
+    else:
+        with atoll(fleet.info, tmp_path, bind_policy() if mode == "bind" else default_policy()) as (_, ctl, _cm):
+            result = bindings_scheduled(host, ns, jobs, fleet.members, rate,
+                                        scheduler="atoll" if mode == "bind" else "default-scheduler")
+            result.update(pause_to_resume(host, ns))
+            assert ctl.alive()
+    result = {"mode": MODE_TEXT[mode], **result, "load": [load, round(os.getloadavg()[0], 1)]}
+    summary[(mode, rate)] = result
+    report(fleet, f"{mode}-{rate:g}", result)
 
 
 def test_atoll_with_bindings_made_by_karmadas_detector(fleet: FleetHandle, host: Kube, ns: str,
@@ -129,6 +179,7 @@ def test_atoll_with_bindings_made_by_karmadas_detector(fleet: FleetHandle, host:
                   for i in range(COUNT)}
         sent, created_in = post_at_rate(host, f"/apis/batch/v1/namespaces/{ns}/jobs", bodies, RATE, CLIENTS)
         seen = watch.wait_all({f"{name}-job" for name in bodies}, TIMEOUT)
+        watch.stop()
         result = {"bindings": COUNT, "target_rate_per_s": RATE,
                   "achieved_create_rate_per_s": round(COUNT / created_in, 1),
                   "job_create_to_scheduled_s": latency([seen[f"{n}-job"] - sent[n] for n in bodies]),

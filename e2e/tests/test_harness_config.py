@@ -102,3 +102,38 @@ def test_ports_for_test_processes_stay_clear_of_fleets_and_the_ephemeral_range()
     assert not taken & set(LISTEN_PORTS)
     assert not set(LISTEN_PORTS) & set(ephemeral_ports())
     assert free_port() in LISTEN_PORTS
+
+
+SHAPES = Path(__file__).resolve().parent.parent / "fleet.gpu-shapes.yaml"
+
+
+def test_gpu_shapes_config_declares_node_groups_and_resource_models() -> None:
+    from e2e.harness import member
+    cfg = load_config(SHAPES)
+    m1, m2 = cfg.members
+    assert m1.node_names() == ["member1-node-0", "member1-node-1", "member1-cpu-0"]
+    assert m1.group_of("member1-cpu-0").allocatable == {"cpu": "16", "memory": "64Gi", "pods": "110",
+                                                         "nvidia.com/gpu": "0"}      # merged over the member's nodes
+    assert member.node_status(m1, "member1-node-1")["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    assert m2.node_names() == ["member2-node-0", "member2-node-1"] and m2.nodes.labels["atoll.dev/pool"] == "b"
+    objs = member.join_objects(m2, _FakePki())  # type: ignore[arg-type]
+    cluster = [o for o in objs if o["kind"] == "Cluster"][0]
+    assert [g["grade"] for g in cluster["spec"]["resourceModels"]] == list(range(9))
+
+
+class _FakePki:
+    def token(self) -> str:
+        return "t"
+
+    def ca_pem(self) -> bytes:
+        return b"ca"
+
+
+def test_bad_extra_nodes_and_models_are_named(tmp_path: Path) -> None:
+    f = tmp_path / "fleet.yaml"
+    f.write_text("members:\n  overrides:\n    member1:\n      extraNodes: [{count: 1}]\n")
+    with pytest.raises(ConfigError, match=r"members\.overrides\.member1\.extraNodes\[0\]\.name"):
+        load_config(f)
+    f.write_text("members:\n  resourceModels: {grade: 0}\n")
+    with pytest.raises(ConfigError, match=r"members\.overrides\.member1\.resourceModels: expected a list"):
+        load_config(f)

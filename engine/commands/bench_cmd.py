@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from engine._data import data_path
-from engine.bench import BenchShape, run_bench
+from engine.bench import BenchShape, run_bench, run_churn
+from engine.commands.output import add_output, emit
 from engine.pipeline import Pipeline
 
 DEFAULT_POLICY = data_path("policies", "default.yaml")
@@ -19,7 +19,14 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     parser.add_argument("--queues", type=int, default=10, help="queues (default 10)")
     parser.add_argument("--clusters", type=int, default=10, help="member clusters (default 10)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--node-shapes", action="store_true",
+                        help="clusters report resource models (8 x 8-GPU nodes each): node-aware fit (docs/node-shapes.md)")
+    parser.add_argument("--churn", action="store_true",
+                        help="saturated fleet, deep backlog, a stream of finishes: per-cycle p50/p99 and "
+                             "examinations per cycle after each finish")
+    parser.add_argument("--finishes", type=int, default=200, help="finishes timed with --churn (default 200)")
     parser.add_argument("--policy", type=Path, default=DEFAULT_POLICY, help="policy file (default policies/default.yaml)")
+    add_output(parser, ("json", "yaml"), "json")
     parser.set_defaults(func=_run)
 
 
@@ -31,6 +38,10 @@ def _run(args: argparse.Namespace) -> int:
     def factory() -> Pipeline:
         return load_policy(args.policy).pipeline
 
-    result = run_bench(BenchShape(args.jobs, args.queues, args.clusters, args.seed), factory, policy.name)
-    print(json.dumps(result, indent=2))
+    shape = BenchShape(args.jobs, args.queues, args.clusters, args.seed, args.node_shapes)
+    if args.churn:
+        result = run_churn(shape, factory, policy.name, args.finishes)
+    else:
+        result = run_bench(shape, factory, policy.name)
+    emit(result, args.output)
     return 0

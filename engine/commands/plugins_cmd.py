@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
+from engine.commands.output import add_output, console, emit
 from engine.plugin import PluginCatalog
 
 
@@ -13,7 +13,8 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     parser = subparsers.add_parser("plugins", help="list installed scheduling plugins")
     sub = parser.add_subparsers(dest="plugins_command", metavar="ACTION", required=True)
     listing = sub.add_parser("list", help="plugins with their stages, package and description")
-    listing.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
+    add_output(listing, ("table", "json", "yaml"), "table")
+    listing.add_argument("--json", dest="output", action="store_const", const="json", help="same as -o json")
     listing.set_defaults(func=_list)
 
 
@@ -36,10 +37,9 @@ def _list(args: argparse.Namespace) -> int:
     from engine.policy import default_catalog
 
     rows = describe(default_catalog())
-    if args.json:
-        print(json.dumps(rows, indent=2))
+    if args.output != "table":
+        emit(rows, args.output)
         return 0
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"{len(rows)} Atoll plugins")
@@ -47,5 +47,5 @@ def _list(args: argparse.Namespace) -> int:
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(row["name"], ", ".join(row["stages"]), row["source"], row["description"])
-    Console(width=160 if not Console().is_terminal else None).print(table)
+    console().print(table)
     return 0

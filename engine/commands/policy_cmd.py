@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine._data import shipped
+from engine.commands.output import add_output, emit
 from engine.errors import AtollError
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     show = sub.add_parser("show", help="print a policy as the engine uses it: defaults filled in, every plugin's "
                                        "effective config")
     show.add_argument("file", metavar="FILE")
+    add_output(show, ("yaml", "json"), "yaml")
     show.set_defaults(func=_show)
 
 
@@ -70,7 +72,10 @@ def _show(args: argparse.Namespace) -> int:
 
     from engine.policy import load_policy
 
-    policy = load_policy(args.file)
+    policy = load_policy(shipped(args.file, "policies"))
+    if args.output == "json":
+        emit(effective(policy), "json")
+        return 0
     print(f"# {args.file}: effective policy (sha256 {policy.digest[:12]})")
     print(yaml.safe_dump(effective(policy), sort_keys=False, default_flow_style=False, width=120), end="")
     return 0

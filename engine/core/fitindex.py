@@ -10,9 +10,9 @@ request shapes, so the sets are shared by thousands of jobs.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping
+from typing import Any, Callable, Hashable, Iterable, Mapping, Optional
 
-Request = tuple[tuple[str, int], ...]          # (resource, amount > 0) pairs
+Request = Hashable      # (resource, amount > 0) pairs, or any key with its own ``test``
 
 
 class FitIndex:
@@ -33,21 +33,24 @@ class FitIndex:
         self._sets.clear()
 
     def fitting(self, request: Request, clusters: Iterable[str], free_of: Callable[[str], Mapping[str, int]],
-                exists: Callable[[str], bool]) -> set[str]:
+                exists: Callable[[str], bool], test: Optional[Callable[[str], bool]] = None) -> set[str]:
         """Names of the clusters (of ``clusters``, every cluster the state knows) where ``request`` fits
-        now. The returned set is the index's own: do not mutate it."""
+        now: its pairs fit ``free_of(name)``, or ``test(name)`` when given (node-aware checks, whose
+        key must then name everything the test reads). The returned set is the index's own."""
         entry = self._sets.get(request)
         log = self._log
+        if entry is not None and entry[0] == len(log):
+            return entry[1]
+        if test is None:
+            test = lambda name: _fits(request, free_of(name))     # noqa: E731
         if entry is None:
             if len(self._sets) >= self._request_limit:
                 self.reset()
-            fit = {name for name in clusters if _fits(request, free_of(name))}
+            fit = {name for name in clusters if test(name)}
         else:
             seen, fit = entry
-            if seen == len(log):
-                return fit
             for name in set(log[seen:]):
-                if exists(name) and _fits(request, free_of(name)):
+                if exists(name) and test(name):
                     fit.add(name)
                 else:
                     fit.discard(name)
@@ -55,7 +58,7 @@ class FitIndex:
         return fit
 
 
-def _fits(request: Request, free: Mapping[str, int]) -> bool:
+def _fits(request: Any, free: Mapping[str, int]) -> bool:
     for name, amount in request:
         if amount > free.get(name, 0):
             return False

@@ -8,7 +8,11 @@ the rest of the cycle sees the reduced capacity and queue headroom.
 
 Work per cycle is O(changes): a job refused at capacity epoch E is re-examined only
 when new capacity appears (the epoch moves), when its own retry time comes, or when
-it changes. Otherwise only newly arrived jobs are looked at.
+it changes. Otherwise only newly arrived jobs are looked at. When capacity does move,
+the backlog is walked by verdict key (``engine.core.backlog``): a key refused once in
+a state refuses every job of its queue with that key without calling the pipeline,
+so the pipeline runs O(keys) times, not O(backlog). ``Engine(exhaustive=True)`` (and
+any policy with a plugin that declares no ``verdict_key``) examines job by job.
 """
 
 from __future__ import annotations
@@ -16,11 +20,12 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import itertools
-from typing import Iterator, Optional
+from typing import Hashable, Iterator, Optional
 
 from sortedcontainers import SortedList
 
 from engine.core.nomination import Preemptions
+from engine.core.backlog import Backlog, Entry, Group, ListSource, QueueWalk, Source, WalkSource
 from engine.core.state import FleetState
 from engine.model import (Admission, Cluster, CycleResult, Failure, Job, JobState, Placement, Queue, Recovery,
                           Refusal)
@@ -33,9 +38,14 @@ _IndexEntry = tuple[tuple, int, str]
 class Engine:
     """Owns a FleetState and a Pipeline; adapters call its methods and carry out CycleResults."""
 
-    def __init__(self, pipeline: Pipeline, state: Optional[FleetState] = None) -> None:
+    def __init__(self, pipeline: Pipeline, state: Optional[FleetState] = None, exhaustive: bool = False) -> None:
         self.pipeline = pipeline
         self.state = state or FleetState()
+        self.exhaustive = exhaustive                   # examine job by job (the reference the tests compare with)
+        self._keyed = not exhaustive and pipeline.declares_verdict_keys
+        self._backlog = Backlog()                      # pending jobs by queue and verdict key (when keyed)
+        self._memo: dict[Hashable, tuple[int, Refusal]] = {}    # group key -> (admissions, refusal) this cycle
+        self._result = CycleResult()
         self._pending: dict[str, SortedList] = {}      # queue name -> pending jobs in order
         self._dirty: set[str] = set()                  # job ids to examine next cycle
         self._timers: list[tuple[float, str]] = []     # (time, job id) retries and backoffs
@@ -49,6 +59,8 @@ class Engine:
     def set_pipeline(self, pipeline: Pipeline) -> None:
         """Switch policy: every waiting or rejected job is enqueued and keyed again."""
         self.pipeline = pipeline
+        self._keyed = not self.exhaustive and pipeline.declares_verdict_keys
+        self._backlog.clear()
         self._pending.clear()
         self._queue_keys.clear()
         self._preempt.set_pipeline(pipeline)
@@ -194,13 +206,14 @@ class Engine:
         self._fire_timers(now)
         full = state.capacity_epoch != self._epoch_seen
         self._epoch_seen = state.capacity_epoch
-        result = CycleResult(full=full)
+        result = self._result = CycleResult(full=full)
         self.pipeline.cycle_start(state=state, now=now)
         self._queue_keys.clear()
         self._preempt.cycle_start(self._dirty)
-        cursors = self._candidates(full)
+        self._memo.clear()
+        sources = self._sources(full, now)
         self._dirty.clear()
-        heap: list[tuple[tuple, str]] = [(self._queue_key(name), name) for name in cursors]
+        heap: list[tuple[tuple, str]] = [(self._queue_key(name), name) for name in sources]
         heapq.heapify(heap)
         while heap:
             key, name = heap[0]
@@ -211,20 +224,66 @@ class Engine:
             # A refusal changes no queue's key, so this queue stays first: keep taking its jobs until
             # one is admitted (then its key, and maybe the order, change) or it has none left.
             admissions = self._admissions
-            for job in cursors[name]:
+            source = sources[name]
+            while True:
+                job = source.take()
+                if job is None:
+                    heapq.heappop(heap)
+                    break
                 result.examined += 1
-                self._examine(job, now, result)
+                source.examined(job, self._examine(job, now, result))
                 if self._admissions != admissions:
                     heapq.heapreplace(heap, (self._queue_key(name), name))
                     break
-            else:
-                heapq.heappop(heap)
         return result
+
+    def _sources(self, full: bool, now: float) -> dict[str, Source]:
+        """Per queue, the jobs this cycle examines, in order: a QueueWalk by verdict key over the whole
+        backlog (full cycle, keyed policy), else the candidates one by one."""
+        lookback = self.pipeline.lookback
+        if lookback:
+            self._behind_lookback(lookback)
+        if not (full and self._keyed):
+            return {q: ListSource(self, jobs, now) for q, jobs in self._candidates(full).items()}
+        # A walk by key pays a heap step per examined key; where most jobs have keys of their own, going
+        # through the jobs one by one (a refused key still skips the pipeline) is cheaper. Both are exact.
+        sources: dict[str, Source] = {}
+        groups_of, jobs = self._backlog.queues, self.state.jobs
+        for q, entries in self._pending.items():
+            if not entries:
+                continue
+            groups = groups_of.get(q, {})
+            if len(entries) >= 4 * len(groups):
+                bound = entries[lookback - 1] if 0 < lookback < len(entries) else None
+                walk = QueueWalk(groups.values(), self._admissions, self._block_range, bound)
+                sources[q] = WalkSource(self, walk, now)
+            else:
+                head = entries.islice(0, lookback) if lookback else entries
+                # nearly every job a key of its own: the memo would rarely hit, skip its bookkeeping
+                memo = 5 * len(groups) < 4 * len(entries)
+                sources[q] = ListSource(self, iter([jobs[e[2]] for e in head]), now, memo)
+        return sources
+
+    def _behind_lookback(self, lookback: int) -> None:
+        """Policy ``spec.lookback``: a cycle considers only the first N jobs of each queue. Candidates behind
+        them are told so (new jobs would otherwise show no reason) and left for a later cycle."""
+        jobs = self.state.jobs
+        for job_id in list(self._dirty):
+            job = jobs.get(job_id)
+            entries = self._pending.get(job.queue) if job is not None else None
+            if job is None or job.state is not JobState.PENDING or not entries:
+                continue
+            if entries.bisect_left((job.sort_key, job.seq, job.id)) >= lookback:
+                self._dirty.discard(job_id)
+                self._block(job, Refusal(f"not considered yet: behind the first {lookback} jobs of queue "
+                                         f"{job.queue} (policy lookback)", "engine"), self._result)
 
     def _candidates(self, full: bool) -> dict[str, Iterator[Job]]:
         jobs = self.state.jobs
         if full:
-            return {q: iter([jobs[e[2]] for e in entries]) for q, entries in self._pending.items() if entries}
+            n = self.pipeline.lookback or None
+            return {q: iter([jobs[e[2]] for e in entries.islice(0, n)]) for q, entries in self._pending.items()
+                    if entries}
         by_queue: dict[str, list[Job]] = {}
         for job_id in self._dirty:
             job = jobs.get(job_id)
@@ -331,7 +390,8 @@ class Engine:
             # decision is the same. On a refusal the full list is judged again, so the reason (which
             # names the clusters filtered out) is exactly what it always was. In a filling fleet about
             # half the clusters are too full for a given job: this halves the per-admission work.
-            fitting = state.clusters_fitting(job.min_demand, candidates)
+            fitting = state.clusters_fitting_pods(job.min_demand, job.min_pods, candidates) \
+                if state.any_node_shapes else state.clusters_fitting(job.min_demand, candidates)
             if fitting and len(fitting) < len(candidates):
                 decided = self._decide(job, fitting)
                 if not isinstance(decided, Refusal):
@@ -369,12 +429,42 @@ class Engine:
         if refusal.reason != job.pending_reason:
             job.pending_reason = refusal.reason
             result.reasons[job.id] = refusal.reason
+            group = self._backlog.group(job.id) if self._keyed else None
+            if group is not None and group.reason != refusal.reason:
+                group.reason = refusal.reason if len(group.entries) == 1 else None
         if refusal.retry_at is not None:
             heapq.heappush(self._timers, (refusal.retry_at, job.id))
+
+    def _block_range(self, group: Group, refusal: Refusal, since: Entry, upto: Optional[Entry]) -> None:
+        """``refusal`` for the jobs of ``group`` from ``since`` to ``upto`` (None: its last), as if each had
+        been examined: O(1) when they all show that reason already."""
+        text = refusal.reason
+        if group.reason == text:
+            return
+        entries = group.entries
+        if not entries:
+            return
+        jobs, reasons, epoch = self.state.jobs, self._result.reasons, self.state.capacity_epoch
+        for _, _, job_id in entries.irange(since, upto):
+            job = jobs[job_id]
+            job.blocked_epoch = epoch
+            if job.pending_reason != text:
+                job.pending_reason = text
+                reasons[job_id] = text
+        group.reason = text if upto is None and since <= entries[0] else None
+
+    def _shares(self, job: Job, refusal: Optional[Refusal], now: float) -> Optional[Refusal]:
+        """``refusal`` when every job of ``job``'s group would get it in the same state, else None."""
+        if refusal is None or refusal.retry_at is not None or job.not_before > now:
+            return None
+        group = self._backlog.group(job.id)
+        return refusal if group is not None and group.shared else None
 
     # -- pending index ----------------------------------------------------------------
     def _enqueue(self, job: Job) -> Optional[Refusal]:
         job.demand, job.min_demand    # computed once on arrival (cached), not inside the next cycle
+        if self.state.any_node_shapes:
+            job.min_pods              # likewise the gang minimum's pods, for node-aware fit
         refusal = self.pipeline.enqueue(job=job, state=self.state)
         if refusal is not None:
             job.state = JobState.REJECTED
@@ -382,20 +472,40 @@ class Engine:
             return refusal
         job.sort_key = join_keys(self.pipeline.job_order(job=job, state=self.state))
         self._pending.setdefault(job.queue, SortedList()).add((job.sort_key, job.seq, job.id))
+        if self._keyed:
+            self._backlog.add(job, self._verdict_key(job))
         self._dirty.add(job.id)
         if job.not_before > self.state.now:
             heapq.heappush(self._timers, (job.not_before, job.id))
         return None
 
+    def _verdict_key(self, job: Job) -> Optional[Hashable]:
+        """The engine's part (queue, exclusions, tasks) joined with the plugins' keys; None (a group of its
+        own) while the job backs off, since its refusal then names its own end time."""
+        if job.not_before > self.state.now:
+            return None
+        plugins = self.pipeline.verdict_key(job)
+        if plugins is None:
+            return None
+        return (job.queue, frozenset(job.excluded_clusters), job.shape, plugins)
+
     def _unindex(self, job: Job) -> None:
         entries = self._pending.get(job.queue)
         if entries is not None:
             entries.discard((job.sort_key, job.seq, job.id))
+        if self._keyed:
+            self._backlog.remove(job)
 
     def _fire_timers(self, now: float) -> None:
         while self._timers and self._timers[0][0] <= now:
             _, job_id = heapq.heappop(self._timers)
             self._dirty.add(job_id)
+            job = self.state.jobs.get(job_id)
+            if self._keyed and job is not None and job.state is JobState.PENDING and job.not_before <= now:
+                group = self._backlog.group(job_id)
+                if group is not None and not group.shared:      # its backoff ended: join its key's group
+                    self._backlog.remove(job)
+                    self._backlog.add(job, self._verdict_key(job))
 
     def next_timer(self) -> Optional[float]:
         """When the next retry or backoff ends (for adapters that sleep between cycles)."""
@@ -424,16 +534,25 @@ class Engine:
             lines.append(f"preempted {job.preemptions} time(s); last by {job.preempted_by}{when}")
         if job.nominated is not None:
             lines.append("waiting for its victims to be gone: " + ", ".join(job.victims))
+        notes = {name: self.state.node_note(name) for name in sorted(job.placement or self.state.clusters)}
+        if len(set(notes.values())) == 1 and len(notes) > 1:
+            lines.append(f"fit checked by: {next(iter(notes.values()))} (every cluster)")
+        else:
+            lines.extend(f"fit checked by: {name}: {note}" for name, note in notes.items())
         return "\n".join(lines)
 
 
 def default_placement(job: Job, candidates: list[Cluster], state: FleetState) -> Placement | Refusal:
-    """The whole job in the first candidate where all of it fits (used when no place plugin decides)."""
+    """The whole job in the first candidate where all of it fits, on its nodes too when the cluster
+    reports node shapes (used when no place plugin decides)."""
     demand = job.demand
     if fits(demand, state.max_free):
         for cluster in candidates:
-            if fits(demand, state.free(cluster.name)):
+            if state.fits_tasks(cluster.name, job.pods):
                 return {cluster.name: {t.name: t.replicas for t in job.tasks if t.replicas}}
+        if state.any_node_shapes:
+            return Refusal(f"no ready cluster has room for the whole job ({format_resources(demand)}) on its "
+                           f"nodes (node shapes from resource models)", "engine")
     return Refusal(f"no ready cluster has room for the whole job ({format_resources(demand)}); "
                    f"the most free in one cluster is {format_resources(state.max_free)}", "engine", capacity=True)
 
@@ -453,3 +572,4 @@ def _rescale(placement: Placement, job: Job) -> Placement:
         if placed != task.replicas and first is not None:
             out[first][task.name] = max(0, out[first].get(task.name, 0) + task.replicas - placed)
     return out
+

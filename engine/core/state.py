@@ -13,10 +13,11 @@ re-examined until the epoch moves on: that is what makes a cycle O(changes).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 from engine.core.fitindex import FitIndex
-from engine.model import Cluster, Job, JobState, Queue
+from engine.core.nodefit import UNBOUNDED, NodeShapes, PerPod, fits, max_replicas, more_room, pairs, reserve
+from engine.model import Cluster, Job, JobState, Pods, Queue
 from engine.resources import Resources, add_into, clamp_nonnegative, sub
 
 
@@ -44,6 +45,9 @@ class FleetState:
         self._nominations: dict[str, tuple[dict[str, Resources], dict[str, Resources]]] = {}
         self._excess: dict[str, Resources] = {}         # cluster -> victims' capacity beyond their preemptors' claims
         self._dry_runs = 0
+        self._nodes: dict[str, Optional[NodeShapes]] = {}   # cluster -> reported shapes minus in-flight pods
+        self._shaped: set[str] = set()                      # clusters that report node shapes
+        self._fit_memo: dict[str, dict[object, bool]] = {}  # cluster -> pods -> fits its node view now
 
     # -- capacity views ----------------------------------------------------------
     def free(self, cluster: str) -> Resources:
@@ -54,6 +58,100 @@ class FleetState:
             free = sub(sub(sub(c.allocatable, c.allocated), c.allocating), self._reserved.get(cluster, {}))
             cached = self._free[cluster] = clamp_nonnegative(free)
         return cached
+
+    # -- node view (issue 10: the only place that answers "does it fit") -------------------
+    def nodes(self, cluster: str) -> Optional[NodeShapes]:
+        """The cluster's virtual nodes now: its reported node shapes with Atoll's in-flight pods booked
+        on them (largest nodes first: ``nodefit.reserve``). None when it reports no resource models
+        (then only its totals are known). Finished jobs are not credited back here, unlike ``free``
+        (which nodes they freed is unknown): the next report shows them. Karmada's *default* cpu/memory
+        models are not used (None as well): their lower edges make e.g. a 10-cpu/10Gi node a 1-cpu/4Gi
+        one, so a conservative view from them would refuse nearly everything (see ARCHITECTURE.md).
+        Do not mutate."""
+        if cluster in self._nodes:
+            return self._nodes[cluster]
+        shapes = self.clusters[cluster].node_shapes
+        if shapes is not None and shapes.karmada_defaults:
+            shapes = None
+        if shapes is not None:
+            flights = self._inflight.get(cluster)
+            if flights:
+                jobs = self.jobs
+                shapes = reserve(shapes, [pod for job_id in flights if job_id in jobs
+                                          for pod in jobs[job_id].placed_pods(cluster)])
+        self._nodes[cluster] = shapes
+        return shapes
+
+    def replicas_fit(self, cluster: str, per_pod: PerPod) -> int:
+        """How many pods of this shape the cluster can host now: its free totals, and its virtual nodes
+        when it reports node shapes (each pod on one node). ``nodefit.UNBOUNDED`` for an empty request."""
+        free = self.free(cluster)
+        best = UNBOUNDED
+        for name, amount in pairs(per_pod):
+            if amount > 0:
+                best = min(best, free.get(name, 0) // amount)
+        shapes = self.nodes(cluster) if best else None
+        if shapes is not None:
+            best = min(best, max_replicas(shapes, per_pod))
+        return best
+
+    def fits_tasks(self, cluster: str, pods: Sequence[tuple[PerPod, int]]) -> bool:
+        """Whether all these pods ((per-pod request, count) pairs, e.g. ``job.min_pods``) fit the
+        cluster at once: in its free totals, and packed first-fit on its virtual nodes when it has
+        node shapes (conservative: the nodes are the grades' lower edges)."""
+        free = self.free(cluster)
+        need: Resources = {}
+        for per_pod, count in pods:
+            for name, amount in pairs(per_pod):
+                need[name] = need.get(name, 0) + amount * count
+        for name, amount in need.items():
+            if amount > free.get(name, 0):
+                return False
+        shapes = self.nodes(cluster)
+        if shapes is None:
+            return True
+        memo = self._fit_memo.setdefault(cluster, {})
+        try:
+            known = memo.get(pods)
+        except TypeError:                 # unhashable (a list of dicts): no memo
+            return fits(shapes, pods)
+        if known is None:
+            if len(memo) > 4096:
+                memo.clear()
+            known = memo[pods] = fits(shapes, pods)
+        return known
+
+    def node_note(self, cluster: str) -> str:
+        """What "fits" means for this cluster, for explain and the docs."""
+        shapes = self.clusters[cluster].node_shapes
+        if shapes is None:
+            return "node shapes: totals only (no resource models)"
+        if shapes.karmada_defaults:
+            return "node shapes: totals only (Karmada's default cpu/memory models are too coarse to use)"
+        return f"node shapes: from resource models ({', '.join(sorted(shapes.resources))})"
+
+    @property
+    def any_node_shapes(self) -> bool:
+        return bool(self._shaped)
+
+    def clusters_fitting_pods(self, need: Resources, pods: Pods, clusters: list[Cluster]) -> list[Cluster]:
+        """Those of ``clusters`` where the pods ``pods`` (whose sum is ``need``) fit now: node-aware
+        where clusters report node shapes, else the same as ``clusters_fitting(need)``."""
+        if not self._shaped:
+            return self.clusters_fitting(need, clusters)
+        fit = self._fits.fitting(("pods", pods), self.clusters, self.free, self.clusters.__contains__,
+                                 lambda name: self.fits_tasks(name, pods))
+        return [c for c in clusters if c.name in fit]
+
+    def fits_somewhere(self, need: Resources, pods: Pods) -> bool:
+        """Whether some ready cluster holds these pods (summing to ``need``) now: ``clusters_fitting_pods``
+        over the ready clusters without building the list (admit-time checks)."""
+        if not self._shaped:
+            return bool(self.clusters_fitting(need, self.ready_clusters()))
+        fit = self._fits.fitting(("pods", pods), self.clusters, self.free, self.clusters.__contains__,
+                                 lambda name: self.fits_tasks(name, pods))
+        clusters = self.clusters
+        return any(clusters[name].ready for name in fit)
 
     def ready_clusters(self) -> list[Cluster]:
         """Ready clusters in name order (cached; do not mutate the list)."""
@@ -116,6 +214,10 @@ class FleetState:
         if old is not None and old is not cluster:
             cluster.generation = old.generation + 1
         self.clusters[cluster.name] = cluster
+        if cluster.node_shapes is not None and not cluster.node_shapes.karmada_defaults:
+            self._shaped.add(cluster.name)
+        else:
+            self._shaped.discard(cluster.name)
         flights = self._inflight.get(cluster.name)
         if flights:
             for job_id in [j for j, (_, started) in flights.items() if started is not None and started < cluster.status_time]:
@@ -129,13 +231,16 @@ class FleetState:
             grew = True
         else:
             grew = ((cluster.ready and not old.ready) or old.labels != cluster.labels
-                    or any(v > old_free.get(k, 0) for k, v in self.free(cluster.name).items()))
+                    or any(v > old_free.get(k, 0) for k, v in self.free(cluster.name).items())
+                    or (cluster.name in self._shaped and cluster.node_shapes is not None
+                        and more_room(cluster.node_shapes, old.node_shapes)))
         if grew:
             self.capacity_epoch += 1
 
     def remove_cluster(self, name: str) -> None:
         self.clusters.pop(name, None)
         self._inflight.pop(name, None)
+        self._shaped.discard(name)
         self._reserved.pop(name, None)
         self._credits.pop(name, None)
         self._invalidate(name)
@@ -143,6 +248,8 @@ class FleetState:
     def _invalidate(self, cluster: str) -> None:
         """The cluster itself changed (status, readiness, labels, removal): drop every derived view."""
         self._free.pop(cluster, None)
+        self._nodes.pop(cluster, None)
+        self._fit_memo.pop(cluster, None)
         self._fits.changed(cluster)
         self._fleet_free = None
         self._fleet_allocatable = None
@@ -152,6 +259,7 @@ class FleetState:
     def _usage_changed(self, cluster: str) -> None:
         """Only the engine's own bookings on a cluster changed: update derived views incrementally."""
         old = self._free.pop(cluster, None)
+        self._fit_memo.pop(cluster, None)
         self._fits.changed(cluster)
         c = self.clusters.get(cluster)
         if old is None or c is None or not c.ready:
@@ -229,7 +337,12 @@ class FleetState:
                     add_into(self._reserved[cluster], previous[0], -1)
                 self._inflight[cluster][job.id] = (reserved, None)
                 add_into(self._reserved.setdefault(cluster, {}), reserved)
+                view = self._nodes.get(cluster)
                 self._usage_changed(cluster)
+                if previous is not None or view is None:
+                    self._nodes.pop(cluster, None)
+                else:   # book just this job's pods on the cached view, not every in-flight job again
+                    self._nodes[cluster] = reserve(view, job.placed_pods(cluster))
 
     def release(self, job: Job, ended_at: Optional[float] = None) -> None:
         """Undo ``hold``: the job finished, failed, or was deleted. With ``ended_at`` (the caller knows
@@ -246,6 +359,7 @@ class FleetState:
             booked = flights.pop(job.id, None) if flights else None
             if booked is not None:
                 add_into(self._reserved[cluster], booked[0], -1)
+                self._nodes.pop(cluster, None)
                 self._usage_changed(cluster)
             elif ended_at is not None and job.state in (JobState.RUNNING, JobState.EVICTING) \
                     and cluster in self.clusters \
@@ -253,7 +367,7 @@ class FleetState:
                 credit = job.placed_demand(cluster)
                 self._credits.setdefault(cluster, {})[job.id] = (credit, ended_at)
                 add_into(self._reserved.setdefault(cluster, {}), credit, -1)
-                self._usage_changed(cluster)
+                self._usage_changed(cluster)      # the node view is unchanged: credits do not reach it
         self.capacity_epoch += 1
 
     def mark_started(self, job: Job, at: float) -> None:

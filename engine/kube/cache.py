@@ -28,6 +28,10 @@ Handler = Callable[[str, Optional[Obj], Optional[Obj]], None]
 """handler(event, new, old): event is ADDED, MODIFIED or DELETED (new is None for DELETED)."""
 
 
+class NotAList(Exception):
+    """A LIST answered 200 with something that is not a list (no kind ...List, no resourceVersion)."""
+
+
 class WatchStalled(Exception):
     """No event, not even a bookmark, within the watchdog period."""
 
@@ -75,9 +79,15 @@ class WatchCache:
     async def relist(self) -> None:
         resp = await self.list_fn(_preload_content=False)
         try:
-            body = json.loads(await resp.read())
+            raw = await resp.read()
         finally:
             resp.release()
+        body = json.loads(raw)
+        kind = str(body.get("kind", "")) if isinstance(body, dict) else type(body).__name__
+        if not kind.endswith("List") or not ((body.get("metadata") or {}).get("resourceVersion")):
+            # seen from a karmada-apiserver that is starting up: 200 with an empty object. Taken as a list it
+            # would delete every cached object (and their jobs); it is an error, so we list again.
+            raise NotAList(f"LIST answered with {kind or 'no kind'} and no resourceVersion: {raw[:120]!r}")
         self.apply_list(body)
         self.relists += 1
         self.synced.set()
@@ -95,15 +105,21 @@ class WatchCache:
         old = self.objects
         self.objects = fresh
         self.resource_version = str((body.get("metadata") or {}).get("resourceVersion", ""))
+        added = changed = 0
         for key, obj in fresh.items():
             before = old.get(key)
             if before is None:
+                added += 1
                 self._emit("ADDED", obj, None)
             elif _rv(before) != _rv(obj):
+                changed += 1
                 self._emit("MODIFIED", obj, before)
-        for key, before in old.items():
-            if key not in fresh:
-                self._emit("DELETED", None, before)
+        gone = [key for key in old if key not in fresh]
+        for key in gone:
+            self._emit("DELETED", None, old[key])
+        if old and (added or changed or gone):
+            log.info("%s: relist at resourceVersion %s: %d new, %d changed, %d gone%s", self.name,
+                     self.resource_version, added, changed, len(gone), f" (e.g. {gone[:3]})" if gone else "")
 
     def apply_event(self, kind: str, obj: Obj) -> None:
         """One watch event (ADDED / MODIFIED / DELETED)."""

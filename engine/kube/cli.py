@@ -11,8 +11,9 @@ from typing import Any, Optional
 
 import uvloop
 
-from engine.errors import InputError
-from engine.kube import plan
+from engine.commands.output import add_output, emit
+from engine.errors import InputError, UsageError
+from engine.kube import access, plan
 from engine.kube.runner import Options, Runner
 
 
@@ -20,34 +21,36 @@ def _run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     opts = Options(policy_configmap=args.policy_configmap, policy_file=args.policy, kubeconfig=args.kubeconfig,
+                   context=args.context,
                    metrics_host=args.metrics_host, metrics_port=args.metrics_port, leader_elect=args.leader_elect,
                    lease_name=args.lease_name, lease_namespace=args.lease_namespace,
-                   concurrency=args.concurrency, identity=args.identity or "")
+                   concurrency=args.concurrency, identity=args.identity or "", watch_timeout=args.watch_timeout,
+                   stuck_after=args.stuck_after,
+                   dashboard_port=args.dashboard_port, dashboard_host=args.dashboard_address)
     return uvloop.run(Runner(opts).main())
 
 
-async def _binding(ref: str, kubeconfig: Optional[str]) -> dict[str, Any]:
+async def _binding(ref: str, kubeconfig: Optional[str], context: Optional[str] = None) -> dict[str, Any]:
     """The ResourceBinding named NAME, or the one whose template is named NAME, in NAMESPACE."""
-    from kubernetes_asyncio import client, config
+    from kubernetes_asyncio import client
     from kubernetes_asyncio.client.exceptions import ApiException
 
     ns, _, name = ref.partition("/")
     if not ns or not name:
-        raise InputError("expected NAMESPACE/NAME (a ResourceBinding or its workload)", ref)
-    if kubeconfig:
-        await config.load_kube_config(config_file=kubeconfig)
-    else:
-        await config.load_config()
+        raise UsageError("expected NAMESPACE/NAME (a ResourceBinding or its workload)", ref)
+    await access.load(kubeconfig, context)
     async with client.ApiClient() as api:
         custom = client.CustomObjectsApi(api)
-        try:
-            found: dict[str, Any] = await custom.get_namespaced_custom_object(
-                "work.karmada.io", "v1alpha2", ns, "resourcebindings", name)
-            return found
-        except ApiException as exc:
-            if exc.status != 404:
-                raise InputError(f"cannot read ResourceBinding: {exc.status} {exc.reason}", ref) from None
-        listed = await custom.list_namespaced_custom_object("work.karmada.io", "v1alpha2", ns, "resourcebindings")
+        with access.api_errors(f"reading ResourceBinding {ref}"):
+            try:
+                found: dict[str, Any] = await asyncio.wait_for(custom.get_namespaced_custom_object(
+                    "work.karmada.io", "v1alpha2", ns, "resourcebindings", name), 30)
+                return found
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+            listed = await asyncio.wait_for(custom.list_namespaced_custom_object(
+                "work.karmada.io", "v1alpha2", ns, "resourcebindings"), 30)
     matches = [b for b in listed.get("items", []) if (b.get("spec", {}).get("resource") or {}).get("name") == name]
     if not matches:
         raise InputError("no ResourceBinding with that name, nor one for a workload of that name", ref)
@@ -81,17 +84,45 @@ def describe_binding(binding: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def binding_summary(binding: dict[str, Any]) -> dict[str, Any]:
+    """What ``describe_binding`` says, as data (``atoll explain -o json|yaml``)."""
+    m = binding.get("metadata", {})
+    annotations = m.get("annotations") or {}
+    spec = binding.get("spec", {})
+    res = spec.get("resource") or {}
+    paused = (spec.get("suspension") or {}).get("scheduling") is True
+    admitted = bool(annotations.get(plan.ADMITTED_ANNOTATION)) and not paused
+    return {"binding": f"{m.get('namespace')}/{m.get('name')}", "kind": res.get("kind"), "workload": res.get("name"),
+            "queue": annotations.get(plan.QUEUE_ANNOTATION),
+            "state": "admitted" if admitted else "waiting" if paused else "unmanaged",
+            "admittedAt": annotations.get(plan.ADMITTED_ANNOTATION) if admitted else None,
+            "placedOn": [c.get("name") for c in spec.get("clusters") or ()],
+            "why": annotations.get(plan.PENDING_ANNOTATION) if paused else None}
+
+
+def _live(controller: str, binding: dict[str, Any]) -> tuple[Optional[str], Optional[str]]:
+    """(the live engine's explanation, or None and why it could not be asked)."""
+    m = binding.get("metadata", {})
+    key = urllib.parse.quote(f"{m.get('namespace')}/{m.get('name')}")
+    try:
+        with urllib.request.urlopen(f"{controller.rstrip('/')}/explain?job={key}", timeout=5) as resp:
+            return resp.read().decode().strip(), None
+    except (OSError, ValueError) as exc:
+        return None, f"unreachable at {controller} ({exc})"
+
+
 def _explain(args: argparse.Namespace) -> int:
-    binding = asyncio.run(_binding(args.ref, args.kubeconfig))
+    binding = asyncio.run(_binding(args.ref, args.kubeconfig, args.context))
+    live, problem = _live(args.controller, binding) if args.controller else (None, None)
+    if args.output != "text":
+        data = binding_summary(binding)
+        if args.controller:
+            data["live"] = live if live is not None else {"error": problem}
+        emit(data, args.output)
+        return 0
     print(describe_binding(binding))
     if args.controller:
-        m = binding.get("metadata", {})
-        key = urllib.parse.quote(f"{m.get('namespace')}/{m.get('name')}")
-        try:
-            with urllib.request.urlopen(f"{args.controller.rstrip('/')}/explain?job={key}", timeout=5) as resp:
-                print("live engine:\n  " + resp.read().decode().strip().replace("\n", "\n  "))
-        except OSError as exc:
-            print(f"live engine: unreachable at {args.controller} ({exc})")
+        print("live engine:\n  " + live.replace("\n", "\n  ") if live is not None else f"live engine: {problem}")
     return 0
 
 
@@ -100,7 +131,7 @@ def register(subparsers: Any, _: Optional[Any] = None) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--policy-configmap", metavar="NS/NAME", help="policy ConfigMap (key policy.yaml); hot-reloaded")
     src.add_argument("--policy", metavar="FILE", help="policy file (no reload)")
-    p.add_argument("--kubeconfig", help="kubeconfig of the Karmada API (default: in-cluster, then ~/.kube/config)")
+    access.add_arguments(p)
     p.add_argument("--metrics-port", type=int, default=8080, help="serves /metrics, /healthz, /explain?job=NS/NAME")
     p.add_argument("--metrics-host", default="0.0.0.0")
     p.add_argument("--leader-elect", action="store_true", help="lead through a coordination.k8s.io Lease")
@@ -108,11 +139,21 @@ def register(subparsers: Any, _: Optional[Any] = None) -> None:
     p.add_argument("--lease-namespace", default="atoll-system")
     p.add_argument("--identity", help="leader-election identity (default: hostname-pid)")
     p.add_argument("--concurrency", type=int, default=32, help="binding patches in flight at most")
+    p.add_argument("--stuck-after", type=float, default=20.0, metavar="SECONDS",
+                   help="a pod Unschedulable in its member this long fails its job there (recover stage); watches "
+                        "members' unbound pods through Karmada's cluster proxy; 0 turns that off")
+    p.add_argument("--dashboard-port", type=int, default=None, metavar="N",
+                   help="serve the read-only web dashboard on this port (default: off; see docs/dashboard.md)")
+    p.add_argument("--dashboard-address", default="127.0.0.1", metavar="ADDR",
+                   help="address the dashboard binds (default 127.0.0.1: this machine only; 0.0.0.0 in a pod)")
+    p.add_argument("--watch-timeout", type=int, default=60, metavar="SECONDS",
+                   help="the API server ends each watch after this long; it is reopened from the last version")
     p.add_argument("--log-level", default="info")
     p.set_defaults(func=_run)
 
     e = subparsers.add_parser("explain", help="why a job waits: NAMESPACE/NAME of a binding or its workload")
     e.add_argument("ref", metavar="NAMESPACE/NAME")
-    e.add_argument("--kubeconfig")
+    access.add_arguments(e)
+    add_output(e, ("text", "json", "yaml"), "text")
     e.add_argument("--controller", metavar="URL", help="also ask the live engine, e.g. http://127.0.0.1:8080")
     e.set_defaults(func=_explain)

@@ -16,10 +16,11 @@ from typing import Any, Callable, Mapping, Optional
 
 from engine.core.scheduler import Engine
 from engine.errors import InputError
-from engine.kube import plan
+from engine.kube import metrics, plan
 from engine.kube.bindings import (binding_ref, failure_marker, is_paused, scheduled_condition,
                                   template_key)
 from engine.kube.plan import Event, Patch
+from engine.kube.stuck import StuckPods
 from engine.kube.translate import (DEFAULT_QUEUE, PriorityClasses, cluster_from_obj, describe, job_fingerprint,
                                    job_from_template, member_failure, meta, object_key, queue_from_obj,
                                    template_outcome,
@@ -29,17 +30,21 @@ from engine.kube.eviction import EVICTION_TIMEOUT, Evictions
 from engine.kube.works import WorkIndex
 from engine.model import Failure, FailureKind, Job, JobState, Queue, Recovery
 from engine.pipeline import Pipeline
+from engine.resources import fits
 
 log = logging.getLogger("atoll.controller")
 
 Obj = dict[str, Any]
 UNSCHEDULED_GRACE = 30.0       # seconds a resumed binding may stay Scheduled=False before it counts as failed
+STUCK_AFTER = 20.0             # seconds a pod may stay Unschedulable in its member: 2 x Karmada's status period
 
 
 class Controller(Evictions):
     def __init__(self, pipeline: Pipeline, selector: ManagedSelector = ManagedSelector(), mode: str = "gate",
-                 on_admit: Optional[Callable[[str, str, float], None]] = None) -> None:
+                 on_admit: Optional[Callable[[str, str, float], None]] = None, stuck_after: float = STUCK_AFTER
+                 ) -> None:
         self.engine = Engine(pipeline)
+        self.stuck = StuckPods(stuck_after)          # unschedulable pods in members (engine/kube/stuck.py)
         self.selector = selector
         self.mode = mode
         self.bindings: dict[str, Obj] = {}
@@ -59,6 +64,7 @@ class Controller(Evictions):
         self.evicting: dict[str, float] = {}         # victim job id -> when its eviction was issued
         self.intents: dict[str, str] = {}            # binding carrying the eviction intent -> its preemptor
         self.deferred: set[str] = set()              # preemptors not submitted until those victims are gone
+        self.model_warnings: dict[str, str] = {}     # cluster -> why its resource model is not used
         self.on_admit = on_admit
         self.pending: list[Patch | Event] = []
         self.engine.upsert_queue(Queue(DEFAULT_QUEUE))  # Volcano always has one; replaced by a real one
@@ -96,18 +102,41 @@ class Controller(Evictions):
     def on_cluster(self, event: str, new: Optional[Obj], old: Optional[Obj], now: float = 0.0) -> None:
         if new is None:
             name = str(meta(old or {}).get("name", ""))
+            log.warning("cluster %s removed from the fleet", name)
             self.engine.remove_cluster(name)
             self.lost_clusters.add(name)
             return
+        warnings: list[str] = []
         try:
-            cluster = cluster_from_obj(new, now)
+            cluster = cluster_from_obj(new, now, warnings)
         except InputError as exc:
             log.warning("ignoring a bad Cluster update (keeping the previous one): %s", exc)
             return
+        self._model_warning(new, cluster.name, warnings[0] if warnings else None)
         before = self.engine.state.clusters.get(cluster.name)
         self.engine.upsert_cluster(cluster)
         if before is not None and before.ready and not cluster.ready:
+            log.warning("cluster %s is NotReady: %s", cluster.name, [c for c in ((new.get("status") or {}).get(
+                "conditions") or ()) if isinstance(c, Mapping) and c.get("type") == "Ready"])
             self.lost_clusters.add(cluster.name)
+
+    def on_member_pod(self, cluster: str, event: str, new: Optional[Obj], old: Optional[Obj], now: float) -> None:
+        """An unbound pod in member ``cluster`` (the runner's per-member watch, fieldSelector spec.nodeName=)."""
+        self.stuck.on_pod(cluster, new, old, now)
+
+    def _model_warning(self, obj: Obj, name: str, warning: Optional[str]) -> None:
+        """Say once (log + Warning Event on the Cluster) that its resource model is unusable, and again only
+        when the reason changes; the cluster keeps working on summed totals meanwhile."""
+        if self.model_warnings.get(name) == warning:
+            return
+        if warning is None:
+            self.model_warnings.pop(name, None)
+            return
+        self.model_warnings[name] = warning
+        log.warning("%s", warning)
+        self.pending.append(Event({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "name": name,
+                                   "uid": str(meta(obj).get("uid") or "")}, "ResourceModelIgnored", warning,
+                                  "Warning"))
 
     def on_queue(self, event: str, new: Optional[Obj], old: Optional[Obj]) -> None:
         if new is None:
@@ -146,7 +175,7 @@ class Controller(Evictions):
     # -- one step ---------------------------------------------------------------------------------------
     def step(self, now: float) -> list[Patch | Event]:
         """Apply what changed, run one engine cycle, return the API writes that carry out its decisions."""
-        out, self.pending = self.pending, []
+        out, self.pending = [i for i in self.pending if self._still_wanted(i)], []
         order = sorted(self.dirty, key=lambda k: self._arrival(k))
         self.dirty.clear()
         for key in order:
@@ -160,6 +189,7 @@ class Controller(Evictions):
             self._clusters_lost(lost, now, out)
         self._check_unscheduled(now, out)
         self._check_evictions(now, out)
+        self._check_stuck(now, out)
         result = self.engine.cycle(now)
         for adm in result.admitted:
             self._admitted(adm.job_id, adm.queue, adm.placement, now, out)
@@ -171,8 +201,28 @@ class Controller(Evictions):
             if obj is not None and job is not None and job.state is JobState.PENDING:
                 ref = binding_ref(obj)
                 out.append(Patch(ref, plan.pending_patch(job.queue, reason), "pending"))
-                out.append(Event(plan.binding_involved(ref), "Pending", reason))
+                # a job larger than the whole fleet waits until the fleet grows: say so as a Warning
+                kind = "Normal" if fits(job.demand, self.engine.state.fleet_allocatable) else "Warning"
+                out.append(Event(plan.binding_involved(ref), "Pending", reason, kind))
         return out
+
+    def _still_wanted(self, item: Patch | Event) -> bool:
+        """A write handed back after a failure is re-issued only if the engine still means it: a requeue
+        that failed while the API was away must not pause a binding that has since been adopted as running
+        (it would stay paused and holding for ever), nor an admission land on a job requeued since."""
+        if not isinstance(item, Patch):
+            return True
+        job = self.engine.state.jobs.get(item.ref.key)
+        if item.why in ("admit", "bind", "bind-status"):
+            wanted = job is not None and job.state.holds_resources
+        elif item.why in ("requeue", "giveup"):
+            wanted = job is not None and not job.state.holds_resources
+        else:                                   # pending: a waiting job, or one kept aside as invalid
+            wanted = (job is not None and job.state is JobState.PENDING) or item.ref.key in self.invalid
+        if not wanted:
+            log.info("dropping a stale %s write for %s (the job is now %s)", item.why, item.ref.key,
+                     job.state.value if job is not None else "unknown")
+        return wanted
 
     def _arrival(self, key: str) -> tuple[float, str]:
         obj = self.bindings.get(key)
@@ -234,7 +284,7 @@ class Controller(Evictions):
                     out.append(Patch(ref, plan.pending_patch(job.queue, f"rejected: {refusal.reason}"), "pending"))
                     out.append(Event(plan.binding_involved(ref), "Rejected", refusal.reason, "Warning"))
             else:
-                self._adopt(key, obj, job, template, now)
+                self._adopt(key, obj, job, template, now, out)
             return
         if self.fingerprints.get(key) != fingerprint:
             self.fingerprints[key] = fingerprint
@@ -250,12 +300,21 @@ class Controller(Evictions):
         return (self.mode == "bind" and (spec or {}).get("schedulerName") == plan.SCHEDULER_NAME
                 and not plan.binding_clusters(obj))
 
-    def _adopt(self, key: str, obj: Obj, job: Job, template: Obj, now: float) -> None:
+    def _adopt(self, key: str, obj: Obj, job: Job, template: Obj, now: float, out: list[Patch | Event]) -> None:
         """A resumed binding we have no record of: admitted before a restart (or never paused). It holds
-        its capacity again, without a second admission."""
+        its capacity again, without a second admission. Bind mode: a controller that died between writing
+        spec.clusters and the Scheduled condition left the status unwritten; it is written now."""
         annotations = meta(obj).get("annotations") or {}
         admitted = plan.parse_stamp(annotations.get(plan.ADMITTED_ANNOTATION)) or now
         clusters = plan.binding_clusters(obj)
+        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+        generation = meta(obj).get("generation")
+        status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+        if ((spec or {}).get("schedulerName") == plan.SCHEDULER_NAME and clusters and isinstance(generation, int)
+                and plan.ADMITTED_ANNOTATION in annotations
+                and (status or {}).get("schedulerObservedGeneration") != generation):
+            out.append(Patch(binding_ref(obj), plan.bind_status_patch(generation, now, (status or {}).get(
+                "conditions")), "bind-status", subresource="status"))
         self.engine.adopt(job, plan.placement_on(clusters, job), admitted, running=template_started(template))
         outcome = template_outcome(template)
         if outcome is not None:
@@ -300,11 +359,28 @@ class Controller(Evictions):
             if cond is None or cond.get("status") != "False":
                 continue
             changed_after = (plan.parse_stamp(cond.get("lastTransitionTime")) or 0.0) >= int(resumed)
-            if changed_after or now - resumed > UNSCHEDULED_GRACE:
+            # SchedulerError is karmada-scheduler failing to write (e.g. its API server restarting); it retries
+            # by itself, so only a lasting one counts (acting at once re-admitted jobs after an API restart)
+            transient = cond.get("reason") == "SchedulerError"
+            if (changed_after and not transient) or now - resumed > UNSCHEDULED_GRACE:
                 self.resumed_at.pop(key, None)
                 self._fail(key, Failure(FailureKind.UNSCHEDULABLE, None,
                                         f"karmada-scheduler: {cond.get('reason', '')}: {cond.get('message', '')}"),
                            now, out)
+
+    def _check_stuck(self, now: float, out: list[Patch | Event]) -> None:
+        """A pod of an admitted job Unschedulable in a member it was placed on for ``stuck_after`` seconds: the
+        job fails there (recover stage), as in the simulator. Pods seen before this admission are not its own."""
+        for pod in self.stuck.overdue(now):
+            for key in sorted(self.by_template.get(pod.workload, ())):
+                job, obj = self.engine.state.jobs.get(key), self.bindings.get(key)
+                if job is None or obj is None or not job.state.holds_resources or \
+                        pod.since < (job.admitted_at or 0.0) - 1.0 or \
+                        pod.cluster not in set(job.placement or {}) | set(plan.binding_clusters(obj)):
+                    continue
+                self._fail(key, Failure(FailureKind.UNSCHEDULABLE, pod.cluster,
+                                        f"pod {pod.pod} unschedulable in {pod.cluster} for {now - pod.since:.0f}s: "
+                                        f"{pod.message}"), now, out)
 
     def _clusters_lost(self, lost: set[str], now: float, out: list[Patch | Event]) -> None:
         for key, job in list(self.engine.state.jobs.items()):
@@ -319,6 +395,7 @@ class Controller(Evictions):
 
     def _fail(self, key: str, failure: Failure, now: float, out: list[Patch | Event]) -> None:
         recovery: Recovery = self.engine.fail(key, failure, now)
+        metrics.FAILURES.labels(failure.kind.value).inc()
         obj = self.bindings.get(key)
         job = self.engine.state.jobs.get(key)
         log.warning("%s failed (%s%s): %s", key, failure.kind.value,

@@ -72,8 +72,9 @@ class Patch:
 
     ref: BindingRef
     body: dict[str, Any]
-    why: str = ""                    # admit | pending | requeue | giveup | bind | evict | evicted
+    why: str = ""                    # admit | pending | requeue | giveup | bind | bind-status | evict | evicted
     content_type: str = MERGE_PATCH
+    subresource: str = ""            # "status": the status subresource
 
 
 @dataclass
@@ -110,12 +111,16 @@ def bind_patch(queue: str, admitted_at: float, placement: Placement) -> dict[str
             "spec": {"clusters": clusters, "suspension": {"scheduling": False}}}
 
 
-def bind_status_patch(generation: int, at: float) -> dict[str, Any]:
-    """Status of a binding bind mode placed: Scheduled=True, observed generation (status subresource)."""
+def bind_status_patch(generation: int, at: float, conditions: Any = ()) -> dict[str, Any]:
+    """Status of a binding bind mode placed: Scheduled=True, observed generation (status subresource).
+
+    A merge patch replaces the whole conditions list, so the others (FullyApplied, written by Karmada's binding
+    controller) are carried over from ``conditions``: the binding as the spec patch returned it."""
+    scheduled = {"type": "Scheduled", "status": "True", "reason": "Success",
+                 "message": "Binding has been scheduled successfully by atoll.", "lastTransitionTime": stamp_seconds(at)}
+    kept = [c for c in conditions or () if isinstance(c, Mapping) and c.get("type") != "Scheduled"]
     return {"status": {"schedulerObservedGeneration": generation, "lastScheduledTime": stamp_seconds(at),
-                       "conditions": [{"type": "Scheduled", "status": "True", "reason": "Success",
-                                       "message": "Binding has been scheduled successfully by atoll.",
-                                       "lastTransitionTime": stamp_seconds(at)}]}}
+                       "conditions": [*kept, scheduled]}}
 
 
 def pending_patch(queue: str, reason: str) -> dict[str, Any]:

@@ -20,12 +20,14 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from engine._data import data_path
-from engine.errors import InputError
-from engine.kube import metrics, plan, policy_source
+from engine.dashboard.source import AdmissionLog, PolicyLog
+from engine.errors import AtollError, InputError, UsageError
+from engine.kube import access, metrics, plan, policy_source
 from engine.kube.cache import WatchCache
 from engine.kube.controller import Controller
 from engine.kube.plan import Event
 from engine.kube.works import metadata_lister
+from engine.kube.accounting import accounting
 from engine.kube.writer import KubeApi, Writer
 
 log = logging.getLogger("atoll.run")
@@ -38,6 +40,7 @@ class Options:
     policy_configmap: Optional[str] = None          # NS/NAME, key policy.yaml
     policy_file: Optional[str] = None
     kubeconfig: Optional[str] = None
+    context: Optional[str] = None
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 8080
     leader_elect: bool = False
@@ -46,6 +49,9 @@ class Options:
     concurrency: int = 32
     watch_timeout: int = 60
     identity: str = ""
+    stuck_after: float = 20.0     # seconds a pod may stay Unschedulable in its member; 0: no member pod watches
+    dashboard_port: Optional[int] = None            # the read-only web dashboard (engine/dashboard); off if None
+    dashboard_host: str = "127.0.0.1"
 
 
 class Runner:
@@ -61,24 +67,45 @@ class Runner:
         self.kube: Optional[KubeApi] = None
         self.leading = False
         self.synced = False          # every watch cache has listed once: the engine's view is complete
+        self.member_pods: dict[str, tuple[asyncio.Task[None], Any]] = {}   # cluster -> (watch task, ApiClient)
+        self.policy_log = PolicyLog()  # running policy text and last refused edit, for the dashboard
+        self.dashboard_version = 0     # bumped by steps that wrote something: the dashboard's live updates
+        self.policy_deleted = False  # the policy ConfigMap is gone (the running policy stays)
+        self.early_events: list[Event] = []     # PolicyRejected before the controller exists
+        self.admissions = AdmissionLog()  # each job's admissions, for the dashboard's job timeline
 
     # -- entry --------------------------------------------------------------------------------------
     async def main(self) -> int:
-        from kubernetes_asyncio import client, config
+        from kubernetes_asyncio import client
 
-        if self.opts.kubeconfig:
-            await config.load_kube_config(config_file=self.opts.kubeconfig)
-        else:
-            await config.load_config()
+        await access.load(self.opts.kubeconfig, self.opts.context)
         self.api_client = client.ApiClient()
+        try:
+            await access.probe(self.api_client)
+        except BaseException:
+            await self.api_client.close()
+            raise
+        _no_environment_lookups(self.api_client)
         self.kube = KubeApi(self.api_client)
-        site = await self._serve_metrics()
+        try:
+            site = await self._serve_metrics()
+        except OSError as exc:
+            await self.api_client.close()
+            raise InputError(f"cannot serve metrics on {self.opts.metrics_host}:{self.opts.metrics_port}: "
+                             f"{exc.strerror or exc}", "--metrics-port") from None
+        dashboard = None
+        if self.opts.dashboard_port is not None:
+            from engine.dashboard.app import serve
+            from engine.dashboard.source import ControllerSource
+            dashboard = await serve(ControllerSource(self), self.opts.dashboard_host, self.opts.dashboard_port)
         try:
             if not self.opts.leader_elect:
                 await self.lead()
                 return 0
             return await self._elect()
         finally:
+            if dashboard is not None:
+                await dashboard.cleanup()
             await site.stop()
             await self.api_client.close()
 
@@ -103,17 +130,31 @@ class Runner:
         log.info("%s leads; starting watches", self.identity)
         await self._load_initial_policy()
         assert self.policy is not None
-        self.controller = Controller(self.policy.pipeline, self.policy.selector, self.policy.mode,
-                                     on_admit=self._admitted)
+        self._start_controller()
         tasks = [asyncio.create_task(c.run(), name=c.name) for c in self._make_caches()]
         try:
-            await asyncio.wait_for(asyncio.gather(*(c.synced.wait() for c in self.caches)), 300)
+            try:
+                await asyncio.wait_for(asyncio.gather(*(c.synced.wait() for c in self.caches)), 300)
+            except asyncio.TimeoutError:
+                slow = ", ".join(c.name for c in self.caches if not c.synced.is_set())
+                raise AtollError(f"atoll run: watch caches did not list within 300 s ({slow}); see the log "
+                                 "for the API errors") from None
             log.info("caches synced (%s); first cycle", ", ".join(f"{c.name}={len(c.objects)}" for c in self.caches))
             self.synced = True
             await self._loop()
         finally:
             for t in tasks:
                 t.cancel()
+            await asyncio.gather(*(self._stop_member_pods(name) for name in list(self.member_pods)))
+
+    def _start_controller(self) -> Controller:
+        assert self.policy is not None
+        self.controller = Controller(self.policy.pipeline, self.policy.selector, self.policy.mode,
+                                     on_admit=self._admitted, stuck_after=self.opts.stuck_after or 20.0)
+        for event in self.early_events:        # rejections seen before it existed go out with its first step
+            self.controller.retry_later(event)
+        self.early_events.clear()
+        return self.controller
 
     # -- caches -------------------------------------------------------------------------------------
     def _handler(self, fn: Any) -> Any:
@@ -137,6 +178,11 @@ class Runner:
 
         def on_cluster(event: str, new: Any, old: Any) -> None:
             ctl.on_cluster(event, new, old, time.time())
+            name = str(((new or old or {}).get("metadata") or {}).get("name", ""))
+            if new is None and name in self.member_pods:
+                asyncio.get_running_loop().create_task(self._stop_member_pods(name))  # stopped now, closed later
+            elif new is not None and name and name not in self.member_pods and self.opts.stuck_after > 0:
+                self._start_member_pods(name)
 
         def on_work(event: str, new: Any, old: Any) -> None:
             if ctl.on_work(event, new, old):
@@ -157,6 +203,37 @@ class Runner:
         ]
         return self.caches
 
+    def _start_member_pods(self, cluster: str) -> None:
+        """Watch the member's unbound pods (fieldSelector spec.nodeName=) through Karmada's cluster proxy
+        (``/apis/cluster.karmada.io/v1alpha1/clusters/NAME/proxy``): the one place "no node can host this pod"
+        shows (engine/kube/stuck.py). Not part of the sync gate: an unreachable member must not stall the rest."""
+        from kubernetes_asyncio import client
+
+        assert self.controller is not None
+        ctl = self.controller
+        cfg = client.Configuration.get_default_copy()
+        cfg.host = f"{(cfg.host or '').rstrip('/')}/apis/cluster.karmada.io/v1alpha1/clusters/{cluster}/proxy"
+        api = client.ApiClient(configuration=cfg)
+        lister = functools.partial(client.CoreV1Api(api).list_pod_for_all_namespaces, field_selector="spec.nodeName=")
+
+        def on_pod(event: str, new: Any, old: Any) -> None:
+            ctl.on_member_pod(cluster, event, new, old, time.time())
+        cache = WatchCache(f"pods@{cluster}", lister, self._handler(on_pod), timeout_seconds=self.opts.watch_timeout)
+        self.member_pods[cluster] = (asyncio.get_running_loop().create_task(cache.run(), name=cache.name), api)
+
+    def _stop_member_pods(self, cluster: str) -> Any:
+        """Stop a member's pod watch now (a Cluster re-added at once starts a fresh one); returns the awaitable
+        that closes its connection pool."""
+        task, api = self.member_pods.pop(cluster)
+        task.cancel()
+        if self.controller is not None:
+            self.controller.stuck.forget_cluster(cluster)
+
+        async def close() -> None:
+            await asyncio.gather(task, return_exceptions=True)
+            await api.close()
+        return close()
+
     # -- policy ---------------------------------------------------------------------------------------
     async def _load_initial_policy(self) -> None:
         if self.opts.policy_configmap:
@@ -164,13 +241,17 @@ class Runner:
 
             ns, _, name = self.opts.policy_configmap.partition("/")
             if not ns or not name:
-                raise InputError("expected NAMESPACE/NAME", "--policy-configmap")
+                raise UsageError("expected NAMESPACE/NAME", "--policy-configmap")
             core = client.CoreV1Api(self.api_client)
             fn = functools.partial(core.list_namespaced_config_map, ns, field_selector=f"metadata.name={name}")
             cm_cache = WatchCache("policy-configmap", fn, self._on_configmap, timeout_seconds=self.opts.watch_timeout)
             self.caches.append(cm_cache)
-            await cm_cache.relist()
+            with access.api_errors(f"reading the policy ConfigMap {self.opts.policy_configmap}"):
+                await cm_cache.relist()
+            if not cm_cache.objects:
+                self._reject(None, f"ConfigMap {self.opts.policy_configmap} does not exist")
             if self.policy is None:
+                await self._send_early_events()
                 raise InputError(f"no valid policy in ConfigMap {self.opts.policy_configmap} (key policy.yaml)",
                                  "--policy-configmap")
             asyncio.create_task(cm_cache.run(), name="policy-configmap")
@@ -181,35 +262,59 @@ class Runner:
             except OSError as exc:
                 raise InputError(f"cannot read policy: {exc.strerror}", self.opts.policy_file) from None
             self.policy = policy_source.load(text, self.opts.policy_file)
+            self._log_loaded(text, self.opts.policy_file)
             metrics.POLICY_GENERATION.inc()
         else:
             default = data_path("policies", "default.yaml")
             if not default.exists():
                 raise InputError("no policy given: use --policy-configmap NS/NAME or --policy FILE", "atoll run")
             self.policy = policy_source.load(default.read_text(), str(default))
+            self._log_loaded(default.read_text(), str(default))
             metrics.POLICY_GENERATION.inc()
 
     def _on_configmap(self, event: str, new: Any, old: Any) -> None:
+        """Every way an edit can fail ends in ``_reject``: the PolicyRejected Event, the reload-error metric,
+        one log line, and the running policy untouched. A deleted ConfigMap is a PolicyDeleted Warning (the
+        policy keeps running); recreated with the same text, a PolicyLoaded Event says so."""
         if new is None:
-            log.error("policy ConfigMap %s deleted; keeping the running policy", self.opts.policy_configmap)
+            self.policy_deleted = True
+            running = (f"policy {self.policy.name} ({self.policy.digest[:12]}) keeps running"
+                       if self.policy is not None else "no policy is running yet")
+            self._warn(old, "PolicyDeleted", f"policy ConfigMap deleted; {running}", count_error=False)
             return
-        text = (new.get("data") or {}).get("policy.yaml")
-        if text is None or text == self.policy_text:
+        data = new.get("data")
+        text = data.get("policy.yaml") if isinstance(data, dict) else None
+        if not isinstance(text, str):
+            keys = ", ".join(sorted(map(str, data))) if isinstance(data, dict) and data else "none"
+            self._reject(new, f"ConfigMap {self.opts.policy_configmap} has no key policy.yaml (keys: {keys})")
+            self.policy_text = None
             return
+        if text == self.policy_text and self.policy_deleted:
+            self.policy_deleted = False
+            if self.controller is not None and self.policy is not None:
+                self.controller.retry_later(Event(_involved(new), "PolicyLoaded", f"policy ConfigMap recreated; "
+                                                  f"policy {self.policy.name} ({self.policy.digest[:12]}) is "
+                                                  "running, unchanged"))
+                self.wake.set()
+            return
+        if text == self.policy_text:
+            return
+        self.policy_deleted = False
         source = f"configmap {self.opts.policy_configmap}: policy.yaml"
+        self.policy_text = text
         try:
             loaded = policy_source.load(text, source)
         except (InputError, ValueError) as exc:
-            metrics.RELOAD_ERRORS.inc()
-            log.error("policy edit rejected, the previous policy keeps running: %s", exc)
-            self.policy_text = text
-            if self.controller is not None:
-                self.controller.retry_later(Event(_involved(new), "PolicyRejected",
-                                                  f"invalid policy, previous one keeps running: {exc}", "Warning"))
-                self.wake.set()
+            self.policy_log.refused(text, str(exc))
+            self._reject(new, f"invalid policy: {exc}")
             return
-        self.policy_text = text
+        except Exception as exc:   # a plugin's bug or an exhausted resource must not stop the controller
+            log.exception("loading the edited policy failed unexpectedly")
+            self.policy_log.refused(text, f"{type(exc).__name__}: {exc}")
+            self._reject(new, f"invalid policy: {source}: cannot be loaded ({type(exc).__name__}: {exc})"[:1000])
+            return
         self.policy = loaded
+        self._log_loaded(text, source)
         metrics.POLICY_GENERATION.inc()
         log.info("policy %s (%s) loaded from %s; mode %s", loaded.name, loaded.digest[:12], source, loaded.mode)
         if self.controller is not None:
@@ -217,6 +322,39 @@ class Runner:
             self.controller.retry_later(Event(_involved(new), "PolicyLoaded", f"policy {loaded.name} "
                                                                         f"({loaded.digest[:12]}) is running"))
             self.wake.set()
+
+    def _log_loaded(self, text: str, source: str) -> None:
+        assert self.policy is not None
+        self.policy_log.loaded(self.policy.name, self.policy.digest, text, source, self.policy.mode)
+
+    def _reject(self, configmap: Any, why: str) -> None:
+        """A policy edit is refused: Event, metric, log; the policy stays."""
+        running = "the previous policy keeps running" if self.policy is not None else "no policy is running yet"
+        self._warn(configmap, "PolicyRejected", f"{why}; {running}")
+
+    def _warn(self, configmap: Any, reason: str, message: str, count_error: bool = True) -> None:
+        """A Warning Event on the policy ConfigMap (queued until the controller exists), the reload-error
+        metric (for refusals) and one log line."""
+        if count_error:
+            metrics.RELOAD_ERRORS.inc()
+        log.error("%s: %s", reason, message)
+        event = Event(_involved(configmap or {}, self.opts.policy_configmap), reason, message, "Warning")
+        if self.controller is not None:
+            self.controller.retry_later(event)
+            self.wake.set()
+        else:
+            self.early_events.append(event)      # before the first cycle: sent with it, or at exit
+
+    async def _send_early_events(self) -> None:
+        """The controller will not start (no valid policy): say why on the ConfigMap before exiting."""
+        if self.kube is None:
+            return
+        for ev in self.early_events:
+            try:
+                await self.kube.create_event(ev.involved["namespace"] or "default", plan.event_body(ev, time.time()))
+            except Exception as exc:      # best effort: the error is also on stderr and in the metric
+                log.warning("could not post the %s Event: %s", ev.reason, exc)
+        self.early_events.clear()
 
     # -- the loop ---------------------------------------------------------------------------------------
     async def _loop(self) -> None:
@@ -241,11 +379,9 @@ class Runner:
             start = time.perf_counter()
             items = ctl.step(now)
             metrics.CYCLE.observe(time.perf_counter() - start)
+            self.dashboard_version += 1 if items else 0
             if items:
-                try:
-                    await writer.run(items)
-                except Exception:          # unforeseen: keep leading; the writes are re-planned on change
-                    log.exception("writing %d planned changes failed", len(items))
+                writer.submit(items)       # not awaited: the next step overlaps these round trips
 
     def _refresh_clusters(self, now: float) -> None:
         """Our caches are live, so a cluster summary we hold is current as of (now - Karmada's 10 s status
@@ -260,6 +396,9 @@ class Runner:
     def _admitted(self, key: str, queue: str, now: float) -> None:
         metrics.ADMISSIONS.labels(queue).inc()
         assert self.controller is not None
+        job = self.controller.engine.state.jobs.get(key)
+        if job is not None and job.placement:
+            self.admissions.admitted(key, job.placement, now)
         obj = self.controller.bindings.get(key)
         paused = plan.parse_stamp(((obj or {}).get("metadata") or {}).get("annotations", {}).get(
             "atoll.dev/paused-by-webhook"))
@@ -281,6 +420,7 @@ class Runner:
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/explain", self._explain)
+        app.router.add_get("/debug/accounting", self._accounting)
         return app
 
     async def _healthz(self, _: web.Request) -> web.Response:
@@ -305,9 +445,18 @@ class Runner:
             engine = self.controller.engine
             for name in engine.state.queues:
                 metrics.PENDING.labels(name).set(engine.pending_count(name))
+            for name, cluster in engine.state.clusters.items():
+                shapes = cluster.node_shapes      # Karmada's default models are too coarse: FleetState uses totals
+                metrics.NODE_VIEW.labels(name).set(0 if shapes is None or shapes.karmada_defaults else 1)
         resp = web.Response(body=generate_latest())
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return resp
+
+    async def _accounting(self, _: web.Request) -> web.Response:
+        """The engine's books as JSON, to compare with the API's truth (fault tests, debugging)."""
+        if self.controller is None:
+            return await _no_engine()
+        return web.json_response(accounting(self.controller))
 
     async def _explain(self, request: web.Request) -> web.Response:
         job = request.query.get("job", "")
@@ -316,8 +465,22 @@ class Runner:
         return web.Response(text=self.controller.explain(job) + "\n")
 
 
-def _involved(configmap: dict[str, Any]) -> dict[str, str]:
-    """The policy ConfigMap as an Event's involvedObject."""
-    meta = configmap["metadata"]
-    return {"apiVersion": "v1", "kind": "ConfigMap", "name": meta["name"], "namespace": meta["namespace"],
-            "uid": meta.get("uid", "")}
+def _no_environment_lookups(api_client: Any) -> None:
+    """kubernetes-asyncio opens its aiohttp session with trust_env=True, so every request looks for proxy
+    variables and reads ~/.netrc in a worker thread: 17 % of the controller's CPU under load (py-spy). The
+    kubeconfig says where the API is and how to authenticate; the environment has nothing to add."""
+    session = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+    if session is not None and hasattr(session, "_trust_env"):
+        session._trust_env = False
+
+
+async def _no_engine() -> web.Response:
+    return web.Response(text="this replica is not the leader (no live engine)\n", status=503)
+
+
+def _involved(configmap: dict[str, Any], ref: Optional[str] = None) -> dict[str, str]:
+    """The policy ConfigMap as an Event's involvedObject (``ref`` NS/NAME when the object is gone)."""
+    meta = configmap.get("metadata") or {}
+    ns, _, name = (ref or "").partition("/")
+    return {"apiVersion": "v1", "kind": "ConfigMap", "name": str(meta.get("name") or name),
+            "namespace": str(meta.get("namespace") or ns), "uid": str(meta.get("uid") or "")}

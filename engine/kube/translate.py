@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from engine.errors import InputError
+from engine.kube.resource_models import node_shapes
 from engine.model import Cluster, Job, Queue, Task
 from engine.resources import PODS, Resources, add_into, parse_resources
 
@@ -56,8 +57,10 @@ def _int(value: Any, where: str, default: int) -> int:
 
 
 # -- clusters ------------------------------------------------------------------------------------------
-def cluster_from_obj(obj: Obj, now: float) -> Cluster:
-    """A Karmada Cluster: resourceSummary allocatable/allocated/allocating, Ready condition, labels."""
+def cluster_from_obj(obj: Obj, now: float, warnings: Optional[list[str]] = None) -> Cluster:
+    """A Karmada Cluster: resourceSummary allocatable/allocated/allocating, Ready condition, labels, and the
+    node view from its resource models (engine/kube/resource_models.py). A resource model Atoll cannot use
+    leaves ``node_shapes`` None (summed totals) and appends a one-line reason to ``warnings``."""
     where = describe({"kind": "Cluster", **obj})
     status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
     assert isinstance(status, Mapping)
@@ -68,8 +71,11 @@ def cluster_from_obj(obj: Obj, now: float) -> Cluster:
     for cond in status.get("conditions") or ():
         if isinstance(cond, Mapping) and cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
+    shapes, problem = node_shapes(obj, where)
+    if problem is not None and warnings is not None:
+        warnings.append(problem)
     return Cluster(
-        name=str(meta(obj).get("name", "")), labels=_labels(obj), ready=ready,
+        name=str(meta(obj).get("name", "")), labels=_labels(obj), ready=ready, node_shapes=shapes,
         allocatable=parse_resources(summary.get("allocatable"), f"{where}: status.resourceSummary.allocatable"),
         allocated=parse_resources(summary.get("allocated"), f"{where}: status.resourceSummary.allocated"),
         allocating=parse_resources(summary.get("allocating"), f"{where}: status.resourceSummary.allocating"),

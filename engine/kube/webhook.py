@@ -179,4 +179,6 @@ def review_bytes(raw: bytes, selector: ManagedSelector,
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadReview(f"body is not JSON: {exc}") from None
+    except RecursionError:                 # json.loads recurses: 100k-deep [[[...]]] must not become a 500
+        raise BadReview("body is nested too deeply") from None
     return review(body, selector, clock or now_stamp)

@@ -21,6 +21,8 @@ from typing import Any, Optional
 
 import aiohttp
 
+from engine.errors import AtollError
+
 from engine.kube.webhook_certs import write_certs
 from engine.stats import percentile
 
@@ -58,7 +60,7 @@ async def _wait_healthy(session: aiohttp.ClientSession, base: str, proc: Optiona
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"webhook exited with {proc.returncode}")
+            raise AtollError(f"the webhook under test exited with {proc.returncode}")
         try:
             async with session.get(base + "/healthz") as r:
                 if r.status == 200:
@@ -66,7 +68,7 @@ async def _wait_healthy(session: aiohttp.ClientSession, base: str, proc: Optiona
         except aiohttp.ClientError:
             pass
         await asyncio.sleep(0.1)
-    raise RuntimeError("webhook did not become healthy in 30 s")
+    raise AtollError(f"no healthy webhook at {base} within 30 s (GET /healthz)")
 
 
 async def run_bench(rate: float, count: int, url: Optional[str] = None, concurrency: int = 64) -> dict[str, Any]:

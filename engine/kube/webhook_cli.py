@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
+import ssl
 from typing import Any, Optional
 
 import uvloop
 
-from engine.errors import InputError
+from engine.commands.output import add_output, emit
+from engine.errors import InputError, UsageError
+from engine.kube import access
 from engine.kube.webhook import ManagedSelector, selector_from_policy
 from engine.kube.webhook_server import WebhookServer, serve
 from engine.policy import load_policy_text
@@ -30,22 +32,17 @@ def selector_from_file(path: str) -> ManagedSelector:
     return selector_from_text(text, path)
 
 
-async def _configmap_selector(ref: str, kubeconfig: Optional[str]) -> ManagedSelector:
+async def _configmap_selector(ref: str, kubeconfig: Optional[str], context: Optional[str] = None) -> ManagedSelector:
     """GET the policy ConfigMap (key ``policy.yaml``) from the Karmada API; polled by the server."""
-    from kubernetes_asyncio import client, config
+    from kubernetes_asyncio import client
 
     namespace, _, name = ref.partition("/")
     if not namespace or not name:
-        raise InputError("expected NAMESPACE/NAME", "--policy-configmap")
-    if kubeconfig:
-        await config.load_kube_config(config_file=kubeconfig)
-    else:
-        try:
-            config.load_incluster_config()
-        except config.ConfigException:
-            await config.load_kube_config()
+        raise UsageError("expected NAMESPACE/NAME", "--policy-configmap")
+    await access.load(kubeconfig, context)
     async with client.ApiClient() as api:
-        cm = await client.CoreV1Api(api).read_namespaced_config_map(name, namespace)
+        with access.api_errors(f"reading the policy ConfigMap {ref}"):
+            cm = await asyncio.wait_for(client.CoreV1Api(api).read_namespaced_config_map(name, namespace), 30)
     data = cm.data or {}
     text = data.get("policy.yaml") or next(iter(data.values()), "")
     return selector_from_text(text, f"configmap {ref}")
@@ -54,23 +51,39 @@ async def _configmap_selector(ref: str, kubeconfig: Optional[str]) -> ManagedSel
 def _run_webhook(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if bool(args.cert) != bool(args.key):
-        raise InputError("--cert and --key go together")
+        raise UsageError("--cert and --key go together")
     if not args.cert and not args.insecure_http:
-        raise InputError("--cert/--key required (or --insecure-http for local debugging)")
+        raise UsageError("--cert/--key required (or --insecure-http for local debugging)")
+    for flag, path in (("--cert", args.cert), ("--key", args.key)):
+        if path:
+            _check_pem(flag, path)
     if args.policy:
         path = args.policy
         server = WebhookServer(selector_from_file(path), lambda: selector_from_file(path), (path,))
     elif args.policy_configmap:
-        ref, kubeconfig = args.policy_configmap, args.kubeconfig
-        server = WebhookServer(asyncio.run(_configmap_selector(ref, kubeconfig)),
-                               async_loader=lambda: _configmap_selector(ref, kubeconfig))
+        ref, kubeconfig, context = args.policy_configmap, args.kubeconfig, args.context
+        server = WebhookServer(asyncio.run(_configmap_selector(ref, kubeconfig, context)),
+                               async_loader=lambda: _configmap_selector(ref, kubeconfig, context))
     else:
         server = WebhookServer(ManagedSelector())
     try:
         uvloop.run(serve(server, args.host, args.port, args.cert, args.key, args.reload_interval))
+    except ssl.SSLError as exc:
+        raise InputError(f"cannot use the certificate and key: {exc.reason or exc}", args.cert) from None
     except OSError as exc:
-        raise InputError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
+        raise InputError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     return 0
+
+
+def _check_pem(flag: str, path: str) -> None:
+    """A missing or unreadable certificate or key is named before the server starts."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError as exc:
+        raise InputError(f"{flag}: cannot read: {exc.strerror or exc}", path) from None
+    if b"-----BEGIN" not in head:
+        raise InputError(f"{flag}: not a PEM file", path)
 
 
 def _run_bench(args: argparse.Namespace) -> int:
@@ -78,7 +91,7 @@ def _run_bench(args: argparse.Namespace) -> int:
 
     result: dict[str, Any] = uvloop.run(run_bench(rate=args.rate, count=args.requests, url=args.url,
                                                    concurrency=args.concurrency))
-    print(json.dumps(result, indent=2))
+    emit(result, args.output)
     if args.max_p99_ms is not None and result["latency_ms"]["p99"] > args.max_p99_ms:
         return 1
     return 0
@@ -94,7 +107,7 @@ def register(subparsers: Any, _: Optional[Any] = None) -> None:
     src.add_argument("--policy", help="policy YAML file; reloaded when it changes")
     src.add_argument("--policy-configmap", metavar="NS/NAME",
                      help="read the policy from a ConfigMap on the Karmada API, polled every 5 reload intervals")
-    p.add_argument("--kubeconfig", help="kubeconfig of the Karmada API (for --policy-configmap)")
+    access.add_arguments(p, "the Karmada API (for --policy-configmap)")
     p.add_argument("--reload-interval", type=float, default=2.0, help="seconds between file checks")
     p.add_argument("--insecure-http", action="store_true", help="serve plain HTTP (debugging only)")
     p.set_defaults(func=_run_webhook)
@@ -105,4 +118,5 @@ def register(subparsers: Any, _: Optional[Any] = None) -> None:
     b.add_argument("--concurrency", type=int, default=64, help="max requests in flight")
     b.add_argument("--url", help="benchmark an existing webhook instead of starting one in-process")
     b.add_argument("--max-p99-ms", type=float, help="exit 1 when p99 exceeds this")
+    add_output(b, ("json", "yaml"), "json")
     b.set_defaults(func=_run_bench)

@@ -143,8 +143,9 @@ async def watch_files(server: WebhookServer, ctx: Optional[ssl.SSLContext], cert
             try:
                 ctx.load_cert_chain(cert, key)
                 log.info("TLS certificate reloaded from %s", cert)
-            except (OSError, ssl.SSLError) as exc:
-                log.error("TLS reload failed, keeping the previous certificate: %s", exc)
+            except (OSError, ssl.SSLError) as exc:      # e.g. caught between the cert and the key being written
+                certs.stamps = ()                          # so the next poll tries again, changed or not
+                log.error("TLS reload failed, keeping the previous certificate (retrying): %s", exc)
         server.reload_policy()
 
 

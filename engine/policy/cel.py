@@ -1,8 +1,9 @@
-"""CEL for the tunable parts of a policy: compiled once at load, checked against samples, cheap to call.
+"""CEL for the tunable parts of a policy: compiled once at load, type-checked, cheap to call.
 
 A policy's CEL expression sees plain data built from the engine's model (see
 ``engine.policy.cel_vars`` for every variable and field). ``CelCompiler.compile`` parses
-the text, then *dry-evaluates* it against sample objects so that a misspelt field
+the text, type-checks the whole tree (``engine.policy.cel_check``), then *dry-evaluates* it against
+sample objects so that a misspelt field
 (``job.prority``) or a wrong result type fails when the policy is loaded, with the
 file, the YAML path and the column, rather than at 3 a.m. on a real job.
 
@@ -24,6 +25,8 @@ from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
 from engine.errors import InputError
+from engine.policy.cel_budget import EVAL_CPU_BUDGET, TIMER, BudgetExceeded, over_budget
+from engine.policy.cel_check import CelCheckError, Checker, check_size, check_tree, type_scope
 
 # celpy logs every evaluation error at ERROR with a traceback before raising it; we report it ourselves.
 logging.getLogger("celpy").setLevel(logging.CRITICAL)
@@ -61,13 +64,23 @@ class CelExpression:
         return self.evaluate_cel(cel_activation)
 
     def evaluate_cel(self, activation: Mapping[str, Any]) -> Any:
-        """Like ``evaluate`` with values already converted by ``to_cel`` (lets callers cache conversions)."""
+        """Like ``evaluate`` with values already converted by ``to_cel`` (lets callers cache conversions).
+
+        At most ``EVAL_CPU_BUDGET`` seconds of CPU (``engine.policy.cel_budget``), else CelRuntimeError."""
+        started = TIMER.start(EVAL_CPU_BUDGET)
         try:
-            value = self._program.evaluate(activation)
+            try:
+                value = self._program.evaluate(activation)
+            finally:
+                TIMER.stop()
+        except BudgetExceeded:
+            raise CelRuntimeError(self._over_budget()) from None
         except CELEvalError as exc:
             raise CelRuntimeError(f"{self.where}: {self.text!r}: {describe_eval_error(exc)}") from None
         except Exception as exc:          # cel-python raises plain TypeErrors for some overload mistakes
             raise CelRuntimeError(f"{self.where}: {self.text!r}: {exc}") from None
+        if not TIMER.armed and over_budget(started, EVAL_CPU_BUDGET) and TIMER.usable is False:
+            raise CelRuntimeError(self._over_budget())
         if isinstance(value, CELEvalError):
             raise CelRuntimeError(f"{self.where}: {self.text!r}: {describe_eval_error(value)}")
         plain = from_cel(value)
@@ -76,6 +89,10 @@ class CelExpression:
             raise CelRuntimeError(f"{self.where}: {self.text!r} must return {self.result}, "
                                   f"returned {_cel_type_name(value)}")
         return plain
+
+    def _over_budget(self) -> str:
+        return (f"{self.where}: {self.text!r}: used more than {EVAL_CPU_BUDGET * 1000:g} ms of CPU in one "
+                "evaluation (the evaluation budget; see docs/policy.md)")
 
 
 _ENVIRONMENT: Optional[celpy.Environment] = None
@@ -112,17 +129,29 @@ class CelCompiler:
             raise ValueError(f"unknown CEL variables {unknown}")
         if not isinstance(text, str) or not text.strip():
             raise InputError("CEL expression must be a non-empty string", where)
+        too_big = check_size(text)
+        if too_big:
+            raise InputError(f"CEL expression refused: {too_big} (the evaluation budget)", where)
         try:
             ast = self._env.compile(text)
         except celpy.CELParseError as exc:
             raise InputError(f"CEL syntax error {_position(text, exc)} in {text!r}: {_parse_message(exc)}",
                              where) from None
+        except RecursionError:
+            raise InputError(f"CEL expression {text[:60]!r}... nests too deeply to parse", where) from None
+        too_big = check_tree(ast)
+        if too_big:
+            raise InputError(f"CEL expression refused: {too_big} (the evaluation budget)", where)
         undeclared = _free_identifiers(text) - set(variables)
         if undeclared:
             offset = min(_ident_at(text, name) for name in undeclared)
             raise InputError(f"CEL expression {text!r} uses unknown variable(s) {sorted(undeclared)} "
                              f"(first at {_column_of(text, offset)}); "
                              f"available here: {list(variables)}", where)
+        try:
+            Checker(type_scope(variables)).check(ast, result)
+        except CelCheckError as exc:
+            raise InputError(_check_message(text, exc), where) from None
         try:
             program = self._env.program(ast)
         except Exception as exc:  # celpy's compiled runner transpiles at this point
@@ -225,6 +254,18 @@ def _parse_message(exc: Exception) -> str:
     return " | ".join(lines[:3])
 
 
+def _check_message(text: str, exc: CelCheckError) -> str:
+    """``'job.nme == 1': no such field or key 'nme' at column 5; did you mean 'name'?``"""
+    multi = "\n" in text.strip()
+    at = (f"line {exc.line}, column {exc.column}" if multi and exc.line else f"column {exc.column}") \
+        if exc.column else "an unknown position"
+    if exc.message.startswith("must return"):
+        return f"{text!r} {exc.message}"
+    if "%AT%" in exc.message:
+        return f"{text!r}: {exc.message.replace('%AT%', f'at {at}')}"
+    return f"{text!r}: {exc.message} (at {at})"
+
+
 def _position(text: str, exc: celpy.CELParseError) -> str:
     """``at column 14`` (1-based, as celpy reports), with the line for multi-line expressions."""
     line, column = getattr(exc, "line", None), getattr(exc, "column", None)
@@ -283,7 +324,7 @@ def _free_identifiers(text: str) -> set[str]:
     for match in _IDENT.finditer(stripped):
         name = match.group(1)
         following = stripped[match.end():].lstrip()
-        if following.startswith("(") and name in _CEL_WORDS:
+        if following.startswith("("):      # a function: the static check knows which exist
             continue
         names.add(name)
     return names - _CEL_WORDS - loop_vars

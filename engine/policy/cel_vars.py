@@ -13,56 +13,78 @@ expression (see ``CelCache``), never per comparison.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Generic, Hashable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Hashable, Mapping, Sequence, TypeVar
 
 from celpy import celtypes
 
 from engine.policy.cel import to_cel
+from engine.policy.cel_types import BOOL, DOUBLE, INT, STRING, CelType, ListT, MapT, ObjT
 from engine.model import Cluster, Job, Queue
 from engine.resources import GPU
 
 if TYPE_CHECKING:
     from engine.core.state import FleetState
 
-VARIABLES: dict[str, dict[str, str]] = {
+class Field(str):
+    """A field's documentation (the text docs/policy.md shows) carrying its CEL type for the static check."""
+
+    type: CelType
+
+    def __new__(cls, cel_type: CelType, doc: str) -> "Field":
+        made = super().__new__(cls, doc)
+        made.type = cel_type
+        return made
+
+
+LABELS = MapT(STRING, STRING)
+AMOUNTS = MapT(STRING, INT)
+TASK = ObjT("task", {"name": STRING, "replicas": INT, "minAvailable": INT, "resources": AMOUNTS})
+
+VARIABLES: dict[str, dict[str, Field]] = {
     "job": {
-        "name": "string: the workload's name",
-        "namespace": "string",
-        "kind": "string: Job, Deployment, Volcano Job (batch.volcano.sh) ...",
-        "queue": "string: the queue it waits in",
-        "priority": "int: priority value (PriorityClass value or the scenario's priority)",
-        "priorityClassName": "string ('' when none)",
-        "labels": "map(string, string)",
-        "annotations": "map(string, string)",
-        "submitTime": "double: seconds (scenario time, or Unix time in a real fleet)",
-        "attempts": "int: admissions so far (0 before the first)",
-        "replicas": "int: pods of all tasks",
-        "minAvailable": "int: pods that must start together (sum of the tasks' minAvailable)",
-        "demand": "map(string, int): all replicas of all tasks",
-        "minDemand": "map(string, int): minAvailable of every task",
-        "gpus": "int: nvidia.com/gpu of the whole demand",
-        "tasks": "list of {name: string, replicas: int, minAvailable: int, resources: map(string, int) per replica}",
+        "name": Field(STRING, "string: the workload's name"),
+        "namespace": Field(STRING, "string"),
+        "kind": Field(STRING, "string: Job, Deployment, Volcano Job (batch.volcano.sh) ..."),
+        "queue": Field(STRING, "string: the queue it waits in"),
+        "priority": Field(INT, "int: priority value (PriorityClass value or the scenario's priority)"),
+        "priorityClassName": Field(STRING, "string ('' when none)"),
+        "labels": Field(LABELS, "map(string, string)"),
+        "annotations": Field(LABELS, "map(string, string)"),
+        "submitTime": Field(DOUBLE, "double: seconds (scenario time, or Unix time in a real fleet)"),
+        "attempts": Field(INT, "int: admissions so far (0 before the first)"),
+        "replicas": Field(INT, "int: pods of all tasks"),
+        "minAvailable": Field(INT, "int: pods that must start together (sum of the tasks' minAvailable)"),
+        "demand": Field(AMOUNTS, "map(string, int): all replicas of all tasks"),
+        "minDemand": Field(AMOUNTS, "map(string, int): minAvailable of every task"),
+        "gpus": Field(INT, "int: nvidia.com/gpu of the whole demand"),
+        "tasks": Field(ListT(TASK), "list of {name: string, replicas: int, minAvailable: int, "
+                                    "resources: map(string, int) per replica}"),
     },
     "queue": {
-        "name": "string",
-        "parent": "string ('' for a root queue)",
-        "weight": "int",
-        "priority": "int",
-        "open": "bool: false when the queue is Closed",
-        "labels": "map(string, string)",
-        "capability": "map(string, int): maximum; a resource not listed is unlimited",
-        "guarantee": "map(string, int): minimum protected for this queue",
-        "allocated": "map(string, int): what its admitted, unfinished jobs hold",
+        "name": Field(STRING, "string"),
+        "parent": Field(STRING, "string ('' for a root queue)"),
+        "weight": Field(INT, "int"),
+        "priority": Field(INT, "int"),
+        "open": Field(BOOL, "bool: false when the queue is Closed"),
+        "labels": Field(LABELS, "map(string, string)"),
+        "capability": Field(AMOUNTS, "map(string, int): maximum; a resource not listed is unlimited"),
+        "guarantee": Field(AMOUNTS, "map(string, int): minimum protected for this queue"),
+        "allocated": Field(AMOUNTS, "map(string, int): what its admitted, unfinished jobs hold"),
     },
     "cluster": {
-        "name": "string",
-        "labels": "map(string, string)",
-        "ready": "bool",
-        "allocatable": "map(string, int)",
-        "allocated": "map(string, int): as Karmada last reported",
-        "free": "map(string, int): allocatable - allocated - allocating - Atoll's in-flight admissions",
+        "name": Field(STRING, "string"),
+        "labels": Field(LABELS, "map(string, string)"),
+        "ready": Field(BOOL, "bool"),
+        "allocatable": Field(AMOUNTS, "map(string, int)"),
+        "allocated": Field(AMOUNTS, "map(string, int): as Karmada last reported"),
+        "free": Field(AMOUNTS, "map(string, int): allocatable - allocated - allocating - Atoll's in-flight "
+                               "admissions"),
     },
 }
+
+OBJECTS: dict[str, ObjT] = {name: ObjT(name, {f: doc.type for f, doc in fields.items()})
+                            for name, fields in VARIABLES.items()}
+"""The typed objects the static check (``engine.policy.cel_check``) resolves field paths against."""
 
 
 def job_vars(job: Job) -> dict[str, Any]:
@@ -136,7 +158,7 @@ class _Variant:
 _VARIANTS = (_Variant(1, 1.0, True, "sample", "", 0, 1), _Variant(2, 2.0, False, "sample-2", "1", 1000, 4))
 
 
-def _sample(fields: dict[str, str], variant: _Variant) -> celtypes.MapType:
+def _sample(fields: Mapping[str, str], variant: _Variant) -> celtypes.MapType:
     values: dict[str, Any] = {}
     for name, doc in fields.items():
         kind = doc.split(":")[0].split(" ")[0]

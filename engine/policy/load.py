@@ -95,7 +95,8 @@ class _Loader:
         compiler = CelCompiler()
         instances = {name: self.instantiate(cls, configs.get(name, {}), compiler) for name, cls in classes.items()}
         try:
-            pipeline = Pipeline({stage: [instances[n] for n in names] for stage, names in stages.items()})
+            pipeline = Pipeline({stage: [instances[n] for n in names] for stage, names in stages.items()},
+                                lookback=int(spec.get("lookback", 0)))
         except pluggy.PluginValidationError as exc:
             plugin = getattr(exc.plugin, "name", str(exc.plugin))
             raise InputError(f"plugin {plugin} ({self.origin(plugin)}) has an invalid hook implementation: {exc}",

@@ -2,10 +2,19 @@
 
 PyYAML silently keeps the last of two equal keys; a policy with ``drf:`` twice would then
 quietly lose a config, so duplicate keys are errors here.
+
+Hostile or careless files are refused with one line *before* they cost memory or stack
+(``YamlLimits``): a file larger than ``max_bytes`` is not even read in full; while the
+document is composed, every node counts, and every alias counts as the whole subtree it
+repeats, so a 500-byte "billion laughs" alias bomb stops at ``max_nodes``; nesting deeper
+than ``max_depth`` stops before Python's recursion limit (YAML flow style is a superset of
+JSON, so ``[[[[...]]]]`` 100k deep is the same case). An alias to an enclosing node
+(``&a [*a]``), which would make a recursive structure, is an error too.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
@@ -16,13 +25,75 @@ from engine.errors import InputError
 PathPart = Union[str, int]
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate mapping keys."""
+@dataclass(frozen=True)
+class YamlLimits:
+    """What one document may cost. ``max_nodes`` counts alias expansions (see the module doc)."""
+
+    max_bytes: int
+    max_nodes: int
+    max_depth: int
+
+
+POLICY_LIMITS = YamlLimits(max_bytes=1 << 20, max_nodes=50_000, max_depth=64)
+"""A policy: 1 MiB (a ConfigMap's own limit), 50,000 nodes, 64 levels (the default policy: 2.4 KB, 150 nodes)."""
+
+
+class YamlLimitError(yaml.composer.ComposerError):
+    """A document over one of its ``YamlLimits`` (reported as "refused", not as a syntax error)."""
+
+
+class _LimitedComposer(yaml.SafeLoader):
+    """SafeLoader whose composer counts nodes (aliases as what they expand to) and depth."""
+
+    limits = POLICY_LIMITS
+
+    def compose_document(self) -> Optional[yaml.Node]:
+        self._nodes = 0
+        self._depth = 0
+        self._sizes: dict[str, int] = {}        # anchor -> nodes it stands for (once composed)
+        return super().compose_document()
+
+    def compose_node(self, parent: Optional[yaml.Node], index: Any) -> Optional[yaml.Node]:
+        limits = self.limits
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            if event.anchor in self.anchors and event.anchor not in self._sizes:
+                raise YamlLimitError(None, None, f"alias *{event.anchor} refers to a node that "
+                                                  "contains it (a recursive structure)", event.start_mark)
+            self._count(self._sizes.get(event.anchor, 1), event.start_mark)
+            return super().compose_node(parent, index)
+        event = self.peek_event()
+        self._count(1, event.start_mark)
+        if self._depth >= limits.max_depth:
+            raise YamlLimitError(None, None, f"nesting deeper than {limits.max_depth} levels "
+                                              "(the limit for this file)", event.start_mark)
+        before = self._nodes
+        self._depth += 1
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        if event.anchor is not None:
+            self._sizes[event.anchor] = self._nodes - before + 1
+        return node
+
+    def _count(self, nodes: int, mark: Any) -> None:
+        self._nodes += nodes
+        if self._nodes > self.limits.max_nodes:
+            raise YamlLimitError(None, None, f"more than {self.limits.max_nodes:,} nodes once "
+                                              "aliases are expanded (the limit for this file; an alias bomb?)",
+                                              mark)
+
+
+class _StrictLoader(_LimitedComposer):
+    """SafeLoader that rejects duplicate mapping keys (and has the composer's limits)."""
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
     seen: dict[Any, yaml.Node] = {}
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":       # ``<<: *defaults``: merged keys may be overridden
+            continue
         key = loader.construct_object(key_node, deep=deep)
         try:
             duplicate = key in seen
@@ -39,27 +110,70 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def read_source(path: Union[str, Path], what: str) -> str:
-    """A policy's or scenario's text; an unreadable or non-UTF-8 file is an InputError naming it."""
+def read_source(path: Union[str, Path], what: str, limits: YamlLimits = POLICY_LIMITS) -> str:
+    """A policy's or scenario's text; an unreadable, oversized or non-UTF-8 file is an InputError naming
+    it. At most ``limits.max_bytes + 1`` bytes are read."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as fh:
+            data = fh.read(limits.max_bytes + 1)
     except OSError as exc:
         raise InputError(f"cannot read {what}: {exc.strerror or exc}", str(path)) from None
+    if len(data) > limits.max_bytes:
+        raise InputError(f"{what} is larger than {_size(limits.max_bytes)} (the limit for this file)", str(path))
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{what} is not UTF-8 text: {exc.reason} at byte {exc.start}", str(path)) from None
 
 
-def load_yaml(text: str, source: str) -> Any:
-    """Parse one YAML document; raise InputError with line and column on a syntax error."""
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n % (1 << 20) == 0 else f"{n:,} bytes"
+
+
+def check_size(text: str, source: str, limits: YamlLimits) -> None:
+    """InputError if ``text`` is longer than ``limits.max_bytes`` in UTF-8."""
+    if len(text) > limits.max_bytes or (len(text) * 4 > limits.max_bytes
+                                        and len(text.encode("utf-8", "surrogatepass")) > limits.max_bytes):
+        raise InputError(f"the document is larger than {_size(limits.max_bytes)} (the limit for this file)", source)
+
+
+def _loader(limits: YamlLimits) -> type[_StrictLoader]:
+    if limits == _StrictLoader.limits:
+        return _StrictLoader
+    cached = _LOADERS.get(limits)
+    if cached is None:
+        cached = _LOADERS[limits] = type("_LimitedLoader", (_StrictLoader,), {"limits": limits})
+    return cached
+
+
+_LOADERS: dict[YamlLimits, type[_StrictLoader]] = {}
+
+
+def load_yaml(text: str, source: str, limits: YamlLimits = POLICY_LIMITS) -> Any:
+    """Parse one YAML document within ``limits``; raise InputError with line and column on a syntax error
+    or a limit."""
+    check_size(text, source, limits)
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_loader(limits))  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{source}: line {mark.line + 1}, column {mark.column + 1}" if mark else source
         problem = " ".join(p for p in (exc.context, exc.problem) if p) or "invalid YAML"
-        raise InputError(f"YAML syntax error: {problem}", where) from None
+        kind = "YAML refused" if isinstance(exc, YamlLimitError) else "YAML syntax error"
+        raise InputError(f"{kind}: {_one_line(problem)}", where) from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        raise InputError(f"YAML syntax error: character {exc.character!r} is not allowed in YAML",
+                         f"{source}: line {line}, column {column}") from None
     except yaml.YAMLError as exc:
-        raise InputError(f"YAML error: {exc}", source) from None
+        raise InputError(f"YAML error: {_one_line(str(exc))}", source) from None
+    except (ValueError, OverflowError) as exc:   # e.g. a timestamp 2026-02-30, an int of 5,000 digits
+        raise InputError(f"YAML value error: {_one_line(str(exc))}", source) from None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def format_path(path: Sequence[PathPart]) -> str:
@@ -78,10 +192,10 @@ def format_path(path: Sequence[PathPart]) -> str:
     return out
 
 
-def line_of(text: str, path: Sequence[PathPart]) -> Optional[int]:
+def line_of(text: str, path: Sequence[PathPart], limits: YamlLimits = POLICY_LIMITS) -> Optional[int]:
     """1-based line of the node at ``path`` (or of its nearest existing parent); None if unparsable."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_loader(limits))  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError:
         return None
     if node is None:

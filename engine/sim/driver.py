@@ -26,6 +26,7 @@ from engine.core.scheduler import Engine
 from engine.model import Admission, Failure, FailureKind, JobState, Placement, Preemption
 from engine.pipeline import Pipeline
 from engine.resources import PODS, Resources, add_into, dominant_share
+from engine.sim.karmada import karmada_place
 from engine.sim.members import Member
 from engine.sim.scenario import ClusterEvent, JobSpec, Scenario
 
@@ -43,6 +44,7 @@ class Attempt:
     outcome: str = "Unfinished"
     message: str = ""
     preempted_by: str = ""             # outcome Preempted: the job it was evicted for
+    placed_time: Optional[float] = None   # when its pods were created in members (gate: karmada-scheduler placed it)
 
 
 @dataclass
@@ -53,6 +55,7 @@ class SimJob:
     finish_time: Optional[float] = None
     reason: str = ""
     partial: bool = False              # had some but not all of its gang running at some time
+    reasons: list[tuple[float, str]] = field(default_factory=list)   # (time, new pending reason), changes only
 
 
 @dataclass
@@ -81,18 +84,23 @@ class SimResult:
     examined: int
     wall_seconds: float
     horizon_reached: bool
+    placement_mode: str = "bind"
 
 
 class Simulation:
     def __init__(self, scenario: Scenario, pipeline: Pipeline, policy_name: str = "",
-                 progress: Optional[Progress] = None) -> None:
+                 progress: Optional[Progress] = None, placement_mode: str = "bind") -> None:
+        if placement_mode not in ("gate", "bind"):
+            raise ValueError(f"placement mode must be gate or bind, got {placement_mode!r}")
         self.scenario = scenario
         self.policy_name = policy_name
+        self.placement_mode = placement_mode
+        self._unplaced: dict[str, int] = {}    # gate: job id -> attempt number karmada-scheduler has not placed
         self.engine = Engine(pipeline)
         seed = scenario.seed
         self.members: dict[str, Member] = {
             c.name: Member(c.name, c.labels, c.nodes, scenario.member_scheduler, random.Random(f"{seed}/{c.name}"),
-                           c.ready)
+                           c.ready, c.grades)
             for c in scenario.clusters}
         self.jobs: dict[str, SimJob] = {j.id: SimJob(j) for j in scenario.jobs}
         self.progress = progress
@@ -113,13 +121,23 @@ class Simulation:
         self.cycles = 0
         self.examined = 0
         self._fleet = scenario.fleet_allocatable
+        self._started = 0.0
+        self._stalled, self._previous = 0, -1.0
 
     # -- setup -----------------------------------------------------------------------------
     def _push(self, at: float, kind: int, payload: Any = None) -> None:
         heapq.heappush(self._events, (at, kind, next(self._seq), payload))
 
     def run(self) -> SimResult:
-        started = time.perf_counter()
+        self.start()
+        while True:
+            horizon_reached = self.step()
+            if horizon_reached is not None:
+                return self.finish(horizon_reached)
+
+    def start(self) -> None:
+        """Load the fleet into the engine and schedule every submission and cluster event."""
+        self._started = time.perf_counter()
         for queue in self.scenario.build_queues():
             self.engine.upsert_queue(queue)
         for name, member in self.members.items():
@@ -130,44 +148,58 @@ class Simulation:
         for event in self.scenario.events:
             self._push(event.at, CLUSTER, event)
         self._push(self.scenario.status_period, STATUS)
-        horizon_reached = self._loop()
+
+    def finish(self, horizon_reached: bool) -> SimResult:
         self._close()
         return SimResult(self.scenario, self.policy_name, self.jobs, self.timeline, self.held, self.now,
-                         self.cycles, self.examined, time.perf_counter() - started, horizon_reached)
+                         self.cycles, self.examined, time.perf_counter() - self._started, horizon_reached,
+                         self.placement_mode)
 
     # -- the loop ----------------------------------------------------------------------------
-    def _loop(self) -> bool:
+    def next_time(self) -> Optional[float]:
+        """When the next step happens (simulated seconds), or None when nothing is left to happen.
+        For a paced run (``atoll simulate --serve``), which sleeps until then."""
+        next_time = self._events[0][0] if self._events else None
+        timer = self.engine.next_timer()
+        if timer is not None:
+            timer = max(timer, self._last_cycle + self.scenario.schedule_period, self.now)
+            if next_time is None or timer < next_time:
+                next_time = timer
+        return next_time
+
+    def step(self) -> Optional[bool]:
+        """Advance to the next timestamp and apply everything due then. None: more to come; otherwise
+        the run is over (True if it stopped at the horizon)."""
         period = self.scenario.schedule_period
-        stalled, previous = 0, -1.0
-        while True:
-            stalled, previous = (stalled + 1 if self.now == previous else 0), self.now
-            if stalled > 1000:              # a bug, not an input problem: fail loudly instead of spinning
-                raise RuntimeError(f"simulator made no progress at t={self.now}")
-            next_time = self._events[0][0] if self._events else None
-            timer = self.engine.next_timer()
-            if timer is not None:
-                timer = max(timer, self._last_cycle + period, self.now)
-                if next_time is None or timer < next_time:
-                    next_time = timer
-                    self._dirty = True
-            if next_time is None:
-                return False
-            if next_time > self.scenario.horizon:
-                self._advance(self.scenario.horizon)
-                return True
-            self._advance(next_time)
-            while self._events and self._events[0][0] <= self.now:
-                _, kind, _, payload = heapq.heappop(self._events)
-                self._apply(kind, payload)
-            self._schedule_members()
-            if self._dirty:
-                if self.now >= self._last_cycle + period:    # the timer's own expression: no float drift
-                    self._cycle()
-                    self._schedule_members()
-                elif not self._cycle_pending:
-                    self._cycle_pending = True
-                    self._push(self._last_cycle + period, CYCLE)
-            self._check_gangs()
+        self._stalled, self._previous = (self._stalled + 1 if self.now == self._previous else 0), self.now
+        if self._stalled > 1000:              # a bug, not an input problem: fail loudly instead of spinning
+            raise RuntimeError(f"simulator made no progress at t={self.now}")
+        next_time = self._events[0][0] if self._events else None
+        timer = self.engine.next_timer()
+        if timer is not None:
+            timer = max(timer, self._last_cycle + period, self.now)
+            if next_time is None or timer < next_time:
+                next_time = timer
+                self._dirty = True
+        if next_time is None:
+            return False
+        if next_time > self.scenario.horizon:
+            self._advance(self.scenario.horizon)
+            return True
+        self._advance(next_time)
+        while self._events and self._events[0][0] <= self.now:
+            _, kind, _, payload = heapq.heappop(self._events)
+            self._apply(kind, payload)
+        self._schedule_members()
+        if self._dirty:
+            if self.now >= self._last_cycle + period:    # the timer's own expression: no float drift
+                self._cycle()
+                self._schedule_members()
+            elif not self._cycle_pending:
+                self._cycle_pending = True
+                self._push(self._last_cycle + period, CYCLE)
+        self._check_gangs()
+        return None
 
     def _advance(self, to: float) -> None:
         dt = to - self.now
@@ -204,6 +236,7 @@ class Simulation:
         if refusal is not None:
             sim = self.jobs[spec.id]
             sim.state, sim.finish_time, sim.reason = "Failed", self.now, f"rejected: {refusal.reason}"
+            sim.reasons.append((self.now, sim.reason))
             self._done += 1
         self._dirty = True
 
@@ -213,6 +246,9 @@ class Simulation:
         result = self.engine.cycle(self.now)
         self.cycles += 1
         self.examined += result.examined
+        for job_id, reason in result.reasons.items():
+            if job_id in self.jobs:
+                self.jobs[job_id].reasons.append((self.now, reason))
         for admission in result.admitted:
             self._dispatch(admission)
         for preemption in result.preemptions:
@@ -220,12 +256,42 @@ class Simulation:
 
     # -- carrying out decisions ------------------------------------------------------------
     def _dispatch(self, admission: Admission) -> None:
-        """Karmada propagates the job; its pods appear in the chosen members at once."""
+        """Karmada propagates the job; its pods appear in the chosen members at once. Bind mode: where
+        Atoll placed it. Gate mode: where karmada-scheduler places it (``engine.sim.karmada``), or, if
+        Karmada finds it Unschedulable, nowhere yet: retried at every status report."""
         job = self.engine.state.jobs[admission.job_id]
         sim = self.jobs[admission.job_id]
+        if self.placement_mode == "gate":
+            sim.attempts.append(Attempt(self.now, {}))
+            self._unstarted_admitted += 1
+            self._unplaced[job.id] = len(sim.attempts)
+            self._place_by_karmada(job.id)
+            if sim.spec.deadline is not None:
+                self._push(self.now + sim.spec.deadline, DEADLINE, (job.id, len(sim.attempts)))
+            return
         placement = {c: dict(p) for c, p in admission.placement.items()}
         sim.attempts.append(Attempt(self.now, placement))
         self._unstarted_admitted += 1
+        self._create_pods(job.id, placement)
+        if sim.spec.deadline is not None and sim.attempts[-1].outcome == "Unfinished":
+            self._push(self.now + sim.spec.deadline, DEADLINE, (job.id, len(sim.attempts)))
+
+    def _place_by_karmada(self, job_id: str) -> None:
+        sim = self.jobs[job_id]
+        if self._unplaced.get(job_id) != len(sim.attempts) or sim.attempts[-1].outcome != "Unfinished":
+            self._unplaced.pop(job_id, None)
+            return
+        placement = karmada_place(sim.spec.tasks, list(self.engine.state.clusters.values()), sim.spec.propagation)
+        if placement is None:
+            return
+        del self._unplaced[job_id]
+        sim.attempts[-1].placement = placement
+        self._create_pods(job_id, placement)
+
+    def _create_pods(self, job_id: str, placement: Placement) -> None:
+        job = self.engine.state.jobs[job_id]
+        sim = self.jobs[job_id]
+        sim.attempts[-1].placed_time = self.now
         self.engine.started(job.id, self.now)
         tasks = {t.name: t for t in job.tasks}
         for cluster, replicas in sorted(placement.items()):
@@ -238,8 +304,6 @@ class Simulation:
                            f"no node of {cluster} can host these pods (the member scheduler reports Unschedulable)")
                 return
             member.add(job.id, {t: n for t, n in replicas.items() if n}, tasks)
-        if sim.spec.deadline is not None:
-            self._push(self.now + sim.spec.deadline, DEADLINE, (job.id, len(sim.attempts)))
 
     def _preempt(self, preemption: Preemption) -> None:
         """Karmada removes each victim's workload from its members; pods get the grace period."""
@@ -315,6 +379,8 @@ class Simulation:
             self._running -= 1
             add_into(self._running_demand, _demand(sim.spec), -1)
         recovery = self.engine.fail(job_id, Failure(kind, cluster, message), self.now)
+        if recovery.reason:
+            sim.reasons.append((self.now, recovery.reason))
         if not recovery.requeue:
             sim.state, sim.finish_time, sim.reason = "Failed", self.now, recovery.reason
             self._done += 1
@@ -346,6 +412,8 @@ class Simulation:
                 self.engine.upsert_cluster(member.snapshot(self.now))
                 self._signatures[name] = signature
                 self._dirty = True
+        for job_id in list(self._unplaced):         # karmada-scheduler retries unschedulable bindings
+            self._place_by_karmada(job_id)
         self._sample()
         if self.progress is not None:
             self.progress(self.now, self._done, len(self.jobs))
@@ -373,7 +441,11 @@ class Simulation:
             attempt = sim.attempts[-1] if sim.attempts else None
             if attempt is not None and attempt.outcome == "Unfinished":
                 sim.state = "Running" if attempt.start_time is not None else "Pending"
-                if attempt.start_time is None:
+                if attempt.start_time is None and attempt.placed_time is None:
+                    sim.reason = (f"admitted at t={attempt.admit_time:g} but karmada-scheduler never placed it (its "
+                                  "estimator found too few available replicas); the simulation ended with nothing "
+                                  "left that could change")
+                elif attempt.start_time is None:
                     bound: Resources = {}
                     for cluster in attempt.placement:
                         add_into(bound, self.members[cluster].bound(sim.spec.id))
@@ -398,5 +470,5 @@ def _dominant(allocated: Resources, total: Resources) -> float:
 
 
 def simulate(scenario: Scenario, pipeline: Pipeline, policy_name: str = "",
-             progress: Optional[Progress] = None) -> SimResult:
-    return Simulation(scenario, pipeline, policy_name, progress).run()
+             progress: Optional[Progress] = None, placement_mode: str = "bind") -> SimResult:
+    return Simulation(scenario, pipeline, policy_name, progress, placement_mode).run()

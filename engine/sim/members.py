@@ -10,6 +10,11 @@ yet bound). Two member schedulers:
 * ``kube-default``: pod by pod, first fit. Pods created by many job controllers at once
   interleave; a pod that fits binds and HOLDS its node while its siblings wait — the
   fragmentation deadlock of the KubeCon 2024 test (seed 004).
+
+Cost follows what changed: a pass looks only at jobs with waiting pods, and first fit
+remembers, per pod shape, the first node that may still fit (``NodePool``): nodes before it
+did not fit, and only a node that frees something can fit again, so a saturated member
+answers "no node fits" in O(1) instead of scanning every node for every pod.
 """
 
 from __future__ import annotations
@@ -18,10 +23,46 @@ import random
 from dataclasses import dataclass, field
 from typing import Optional
 
+from engine.core.nodefit import NodeShapes, count_grades, shapes_of
 from engine.model import Cluster, Task
 from engine.resources import PODS, Resources, add_into, fits
 
 _Shape = tuple[tuple[str, int], ...]
+
+
+class NodePool:
+    """Free capacity per node, with first fit that does not rescan nodes known not to fit.
+
+    ``_start[shape]`` is a node index before which no node fits ``shape``: it moves forward as first
+    fit finds nothing earlier, and back to a node whose capacity is returned (the only way an earlier
+    node can fit again). Taking capacity never makes a node fit, so it leaves every start valid."""
+
+    def __init__(self, nodes: list[Resources]) -> None:
+        self.free: list[Resources] = [dict(n) for n in nodes]
+        self._start: dict[_Shape, int] = {}
+
+    def first_fit(self, request: Resources) -> Optional[int]:
+        shape = _shape(request)
+        free = self.free
+        i = self._start.get(shape, 0)
+        while i < len(free):
+            if fits(request, free[i]):
+                break
+            i += 1
+        if len(self._start) >= 4096:
+            self._start.clear()
+        self._start[shape] = i
+        return i if i < len(free) else None
+
+    def take(self, node: int, request: Resources) -> None:
+        add_into(self.free[node], request, -1)
+
+    def give(self, node: int, request: Resources) -> None:
+        add_into(self.free[node], request)
+        starts = self._start
+        for shape, start in starts.items():
+            if start > node:
+                starts[shape] = node
 
 
 @dataclass(eq=False)
@@ -44,14 +85,16 @@ class MemberJob:
 
 class Member:
     def __init__(self, name: str, labels: dict[str, str], nodes: list[Resources], mode: str,
-                 rng: random.Random, ready: bool = True) -> None:
+                 rng: random.Random, ready: bool = True, grades: Optional[list[Resources]] = None) -> None:
         self.name = name
+        self.grades = grades             # spec.resourceModels lower edges; None: no models
         self.labels = dict(labels)
         self.mode = mode
         self.ready = ready
         self.rng = rng
         self.capacity: list[Resources] = [dict(n) for n in nodes]
-        self.free: list[Resources] = [dict(n) for n in nodes]
+        self.nodes = NodePool(nodes)
+        self.free = self.nodes.free
         self.count_pods = any(PODS in n for n in nodes)
         self.allocatable: Resources = {}
         for n in nodes:
@@ -59,6 +102,8 @@ class Member:
         self.allocated: Resources = {}
         self.allocating: Resources = {}
         self.jobs: dict[str, MemberJob] = {}
+        self._unbound: dict[str, MemberJob] = {}      # jobs with pods not bound yet, in arrival (seq) order
+        self._could_fit: dict[tuple[object, ...], bool] = {}
         self._waiting_pods: list[Pod] = []       # kube-default queue, in scheduling order
         self._new_pods: list[Pod] = []           # created since the last pass (interleaved at the pass)
         self._dirty = False
@@ -71,7 +116,21 @@ class Member:
             return Cluster(self.name, dict(self.labels), ready=False, allocatable=dict(self.allocatable),
                            status_time=now)
         return Cluster(self.name, dict(self.labels), ready=True, allocatable=dict(self.allocatable),
-                       allocated=dict(self.allocated), allocating=dict(self.allocating), status_time=now)
+                       allocated=dict(self.allocated), allocating=dict(self.allocating), status_time=now,
+                       node_shapes=self.node_shapes())
+
+    def allocatable_modelings(self) -> Optional[list[int]]:
+        """Nodes per grade as Karmada's status controller counts them: per node, allocatable minus its
+        bound pods' requests (pending pods are not on a node; NotReady/cordoned nodes would count too);
+        a pod-full node is skipped (see nodefit.allocatable_modelings on Karmada's ``break``)."""
+        if self.grades is None:
+            return None
+        frees = (free for cap, free in zip(self.capacity, self.free) if PODS not in cap or free.get(PODS, 0) > 0)
+        return count_grades(self.grades, frees)
+
+    def node_shapes(self) -> Optional[NodeShapes]:
+        counts = self.allocatable_modelings()
+        return None if counts is None or self.grades is None else shapes_of(self.grades, counts)
 
     def signature(self) -> tuple[bool, _Shape, _Shape]:
         """Everything a snapshot reports except its time: unchanged means no news for the engine."""
@@ -80,7 +139,14 @@ class Member:
     # -- pods arrive and leave -----------------------------------------------------------
     def could_ever_fit(self, replicas: dict[str, int], tasks: dict[str, Task]) -> bool:
         """Whether the portion would fit on this member's nodes were they all empty (else it is
-        Unschedulable here, whatever the fleet-level totals said)."""
+        Unschedulable here, whatever the fleet-level totals said). Memoised: the nodes never change."""
+        key = tuple((t, n, _shape(tasks[t].resources)) for t, n in sorted(replicas.items()))
+        known = self._could_fit.get(key)
+        if known is None:
+            known = self._could_fit[key] = self._could_ever_fit(replicas, tasks)
+        return known
+
+    def _could_ever_fit(self, replicas: dict[str, int], tasks: dict[str, Task]) -> bool:
         free = [dict(n) for n in self.capacity]
         for t, n in sorted(replicas.items()):
             request = self._request(tasks[t])
@@ -100,7 +166,7 @@ class Member:
             # the least this member must host if every other member hosts all of its share
             gang[t] = max(0, task.min_available - (task.replicas - n))
         self._seq += 1
-        self.jobs[job_id] = MemberJob(job_id, pods, gang, self._seq)
+        self.jobs[job_id] = self._unbound[job_id] = MemberJob(job_id, pods, gang, self._seq)
         for pod in pods:
             add_into(self.allocating, pod.request)
         self._new_pods.extend(pods)
@@ -111,9 +177,10 @@ class Member:
         mj = self.jobs.pop(job_id, None)
         if mj is None:
             return
+        self._unbound.pop(job_id, None)
         for pod in mj.pods:
             if pod.node is not None:
-                add_into(self.free[pod.node], pod.request)
+                self.nodes.give(pod.node, pod.request)
                 add_into(self.allocated, pod.request, -1)
             elif not pod.gone:
                 add_into(self.allocating, pod.request, -1)
@@ -168,9 +235,10 @@ class Member:
     def _schedule_gangs(self) -> set[str]:
         changed: set[str] = set()
         failed: set[tuple[_Shape, ...]] = set()
-        for mj in sorted(self.jobs.values(), key=lambda j: j.seq):
+        for mj in list(self._unbound.values()):          # arrival (seq) order
             waiting = [p for p in mj.pods if p.node is None]
             if not waiting:
+                del self._unbound[mj.job_id]
                 continue
             short = {t: n - mj.bound.get(t, 0) for t, n in mj.gang.items() if n > mj.bound.get(t, 0)}
             if short:
@@ -187,6 +255,8 @@ class Member:
             for pod in mj.pods:            # beyond the gang: best effort, pod by pod
                 if pod.node is None and self._bind(pod):
                     changed.add(mj.job_id)
+            if all(p.node is not None for p in mj.pods):
+                del self._unbound[mj.job_id]
         self._waiting_pods = [p for p in self._waiting_pods if p.node is None and not p.gone]
         return changed
 
@@ -201,10 +271,10 @@ class Member:
         return True
 
     def _bind(self, pod: Pod) -> bool:
-        node = self._first_fit(self.free, pod.request)
+        node = self.nodes.first_fit(pod.request)
         if node is None:
             return False
-        add_into(self.free[node], pod.request, -1)
+        self.nodes.take(node, pod.request)
         pod.node = node
         add_into(self.allocating, pod.request, -1)
         add_into(self.allocated, pod.request)
@@ -214,7 +284,7 @@ class Member:
 
     def _unbind(self, pod: Pod) -> None:
         assert pod.node is not None
-        add_into(self.free[pod.node], pod.request)
+        self.nodes.give(pod.node, pod.request)
         pod.node = None
         add_into(self.allocated, pod.request, -1)
         add_into(self.allocating, pod.request)

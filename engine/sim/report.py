@@ -1,14 +1,21 @@
 """The simulation's result as JSON: every job, every attempt, where its replicas ran, and a summary.
 
 Times are seconds from the start of the simulation. The summary is what a person
-compares between policies: makespan against a lower bound, partial gangs, waits,
-utilisation, and how close each queue's dominant share came to its weight.
+compares between policies: whether every job ran, makespan against a lower bound, partial
+gangs, waits (overall and per queue), why jobs waited, utilisation of every resource, and
+how close each queue's dominant share came to its hierarchical fair-share target.
+
+This is the one place these numbers are computed: the terminal table, ``--compare``, the
+HTML report and the dashboard read them from here. A number that cannot be computed (no
+saturated sample, no job started) is ``None`` ("undefined"), never a 0 that would look best.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
+from engine import fairshare
+from engine.reasons import reason_kind
 from engine.resources import PODS, add_into, scale
 from engine.sim.driver import SimJob, SimResult
 from engine.sim.scenario import lower_bound
@@ -32,6 +39,7 @@ def job_record(sim: SimJob) -> dict[str, Any]:
         "finishTime": _r(sim.finish_time),
         "duration": _r(sim.spec.duration),
         "partialGang": sim.partial,
+        "reasons": [{"time": _r(t), "reason": r} for t, r in sim.reasons],
         "attempts": [{
             "admitTime": _r(a.admit_time),
             "startTime": _r(a.start_time),
@@ -40,6 +48,7 @@ def job_record(sim: SimJob) -> dict[str, Any]:
             "message": a.message,
             **({"preemptedBy": a.preempted_by} if a.preempted_by else {}),
             "placement": {c: dict(sorted(p.items())) for c, p in sorted(a.placement.items())},
+            "placedTime": _r(a.placed_time),
         } for a in sim.attempts],
     }
 
@@ -50,6 +59,58 @@ def wait_time(sim: SimJob) -> Optional[float]:
         if attempt.start_time is not None:
             return attempt.start_time - sim.spec.submit_at
     return None
+
+
+def stalled(result: SimResult) -> dict[str, Any]:
+    """Attempts that waited after admission before their gang ran (in a member for lack of a node, or,
+    in gate mode, for karmada-scheduler to place them): how many, how many longer than two status
+    periods (what the engine could have learnt by then), and the time they waited. An attempt that
+    never ran waits until it failed or the simulation ended."""
+    limit = 2 * result.scenario.status_period
+    waits: list[float] = []
+    unplaced = 0
+    for j in result.jobs.values():
+        for a in j.attempts:
+            until = a.start_time if a.start_time is not None else a.end_time if a.end_time is not None \
+                else result.end_time
+            if a.start_time is None and a.end_time is not None and a.outcome in ("Unschedulable", "ClusterLost") \
+                    and a.end_time == a.admit_time:
+                continue                     # refused on arrival: it never waited
+            wait = until - a.admit_time
+            if wait > 0:
+                waits.append(wait)
+                if a.placed_time is None:
+                    unplaced += 1
+    return {"placementMode": result.placement_mode, "attempts": len(waits),
+            "beyondTwoStatusPeriods": sum(1 for w in waits if w > limit), "seconds": _r(sum(waits)),
+            "maxSeconds": _r(max(waits, default=None)), "neverPlaced": unplaced}
+
+
+def pending_reasons(result: SimResult, limit: int = 10) -> list[dict[str, Any]]:
+    """The most common reasons jobs waited for, by the number of jobs that were given them."""
+    jobs_by_kind: dict[str, set[str]] = {}
+    example: dict[str, str] = {}
+    for sim in result.jobs.values():
+        for _, reason in sim.reasons:
+            kind = reason_kind(reason)
+            jobs_by_kind.setdefault(kind, set()).add(sim.spec.id)
+            example.setdefault(kind, reason)
+    ranked = sorted(jobs_by_kind.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:limit]
+    return [{"reason": kind, "jobs": len(ids), "example": example[kind]} for kind, ids in ranked]
+
+
+def outcome(by_state: dict[str, int]) -> dict[str, Any]:
+    """Did every job run to completion? If not, say so first: such a run's makespan only covers the
+    jobs that finished, so it is not comparable with a complete run's."""
+    problems = []
+    if by_state["Failed"]:
+        problems.append(f"{by_state['Failed']} failed")
+    if by_state["Pending"]:
+        problems.append(f"{by_state['Pending']} never ran")
+    if by_state["Running"]:
+        problems.append(f"{by_state['Running']} still running at the end")
+    return {"complete": not problems, "failed": by_state["Failed"],
+            "unfinished": by_state["Pending"] + by_state["Running"], "problems": problems}
 
 
 def summarise(result: SimResult) -> dict[str, Any]:
@@ -81,16 +142,19 @@ def summarise(result: SimResult) -> dict[str, Any]:
 
     return {
         "jobs": {"total": len(jobs), **by_state},
+        "outcome": outcome(by_state),
         "makespan": _r(makespan),
         "lowerBound": _r(bound),
         "makespanRatio": _r(makespan / bound, 4) if bound > 0 and makespan > 0 else None,
         "partialGangs": sum(1 for j in jobs if j.partial),
+        "stalled": stalled(result),
         "attempts": {"total": sum(len(j.attempts) for j in jobs), "byOutcome": dict(sorted(outcomes.items()))},
         "wait": {"p50": _r(percentile(waits, 50)), "p95": _r(percentile(waits, 95)),
                  "max": _r(max(waits, default=None))},
         "utilisation": {"held": util(result.held), "useful": util(useful)},
         "preemption": preemption_summary(jobs),
         "queues": queue_shares(result),
+        "pendingReasons": pending_reasons(result),
         "simulation": {"wallSeconds": _r(result.wall_seconds), "cycles": result.cycles,
                        "jobsExamined": result.examined, "endTime": _r(result.end_time),
                        "horizonReached": result.horizon_reached},
@@ -124,33 +188,56 @@ def preemption_summary(jobs: list[SimJob]) -> dict[str, Any]:
 
 
 def queue_shares(result: SimResult) -> dict[str, Any]:
-    """Per queue: dominant share of the fleet (engine's admitted usage) over time, and during
-    saturation (every queue with jobs has a backlog) compared with its weight's fraction."""
-    active = sorted({j.spec.queue for j in result.jobs.values()})
-    weights = {q.name: q.weight for q in result.scenario.queues if q.name in active}
-    total_weight = sum(weights.values()) or 1
-    saturated = [s for s in result.timeline if all(s.queue_backlog.get(q, 0) > 0 for q in active)]
-    out: dict[str, Any] = {}
+    """Per queue with jobs (and its ancestors): dominant share of the fleet (engine's admitted usage)
+    over time; during saturation (every queue with jobs has a backlog) its fraction of what all
+    competing queues held, against its hierarchical target (``engine.fairshare``); waits.
+
+    Fractions are taken of the root queues' total (a parent's usage includes its children's), so
+    they add up to 1 over the roots and over the leaves of a hierarchy alike."""
+    with_jobs = sorted({j.spec.queue for j in result.jobs.values()})
+    tree = {q.name: (q.parent, q.weight) for q in result.scenario.queues}
+    target = fairshare.targets(tree, [q for q in with_jobs if q in tree])
+    shown = fairshare.tree_order(tree, set(with_jobs) | set(target))
+    saturated = [s for s in result.timeline if all(s.queue_backlog.get(q, 0) > 0 for q in with_jobs)]
     sat_mean = {q: (sum(s.queue_share.get(q, 0.0) for s in saturated) / len(saturated)) if saturated else None
-                for q in active}
-    sat_total = sum(v for v in sat_mean.values() if v) or 0.0
-    for q in active:
+                for q in shown}
+    sat_total = sum(sat_mean[q] or 0.0 for q in fairshare.roots(tree, target) if q in sat_mean)
+    waits: dict[str, list[float]] = {q: [] for q in shown}
+    for j in result.jobs.values():
+        w = wait_time(j)
+        if w is not None:
+            waits[j.spec.queue].append(w)
+    out: dict[str, Any] = {}
+    for q in shown:
         series = [s.queue_share.get(q, 0.0) for s in result.timeline]
-        target = weights.get(q, 1) / total_weight
+        goal = target.get(q)
         mean = sat_mean[q]
         fraction = mean / sat_total if mean is not None and sat_total > 0 else None
         out[q] = {
-            "weight": weights.get(q, 1),
-            "targetFraction": _r(target, 4),
+            "parent": tree[q][0] if q in tree else None,
+            "weight": tree[q][1] if q in tree else 1,
+            "jobs": sum(1 for j in result.jobs.values() if j.spec.queue == q),
+            "targetFraction": _r(goal, 4),
             "meanShare": _r(sum(series) / len(series), 4) if series else None,
             "p50Share": _r(percentile(series, 50), 4),
             "maxShare": _r(max(series, default=None), 4),
             "saturatedSamples": len(saturated),
             "saturatedMeanShare": _r(mean, 4),
             "saturatedFraction": _r(fraction, 4),
-            "deviationFromWeight": _r(abs(fraction - target) / target, 4) if fraction is not None else None,
+            "deviationFromWeight": _r(abs(fraction - goal) / goal, 4) if fraction is not None and goal else None,
+            "wait": {"p50": _r(percentile(waits[q], 50)), "p95": _r(percentile(waits[q], 95)),
+                     "started": len(waits[q])},
         }
     return out
+
+
+def worst_deviation(summary: dict[str, Any]) -> Optional[float]:
+    """The largest relative distance of a queue's saturated fraction from its target; None (undefined)
+    unless every queue with jobs has one (no saturated sample: fairness was never tested)."""
+    rows = [q for q in summary["queues"].values() if q.get("jobs")]
+    if len(rows) < 2 or any(q["deviationFromWeight"] is None for q in rows):
+        return None
+    return max(q["deviationFromWeight"] for q in rows)
 
 
 def build_report(result: SimResult) -> dict[str, Any]:
@@ -161,6 +248,7 @@ def build_report(result: SimResult) -> dict[str, Any]:
         "policy": result.policy,
         "seed": result.scenario.seed,
         "memberScheduler": result.scenario.member_scheduler,
+        "placementMode": result.placement_mode,
         "statusPeriod": result.scenario.status_period,
         "makespan": summary["makespan"],
         "summary": summary,

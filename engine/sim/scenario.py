@@ -14,14 +14,20 @@ from pathlib import Path
 from typing import Any, Optional
 
 from engine._data import data_path
+from engine.core.nodefit import DEFAULT_GRADES
 from engine.errors import InputError
 from engine.model import Job, Queue, Task
-from engine.resources import Resources, add_into, fits, parse_resources, scale
+from engine.resources import Resources, add_into, fits, parse_quantity, parse_resources, scale
 from engine.policy.schema_check import first_error, load_schema_file
-from engine.policy.yaml_source import PathPart, format_path, line_of, load_yaml, read_source
+from engine.policy.yaml_source import PathPart, YamlLimits, format_path, line_of, load_yaml, read_source
 
 SCHEMA_PATH = data_path("schemas", "scenario.schema.json")
 MEMBER_SCHEDULERS = ("volcano", "kube-default")
+LIMITS = YamlLimits(max_bytes=8 << 20, max_nodes=200_000, max_depth=64)
+"""A scenario file: 8 MiB, 200,000 YAML nodes (aliases expanded), 64 levels (see docs/simulator.md)."""
+MAX_NODES = 100_000          # simulated nodes over all clusters, after ``count``
+MAX_JOBS = 200_000           # jobs after generators are expanded (loading costs ~50 us a job)
+MAX_PODS = 10_000_000        # replicas over all jobs
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
@@ -54,6 +60,7 @@ class ClusterSpec:
     labels: dict[str, str]
     nodes: list[Resources]          # one entry per node (count expanded)
     ready: bool = True
+    grades: Optional[list[Resources]] = None   # resource models: each grade's lower edges, in grade order
 
     @property
     def allocatable(self) -> Resources:
@@ -79,6 +86,7 @@ class JobSpec:
     annotations: dict[str, str] = field(default_factory=dict)
     deadline: Optional[float] = None
     where: str = ""                 # its place in the file, for messages
+    propagation: str = "aggregated"  # karmada-scheduler replica scheduling (gate mode)
 
     @property
     def id(self) -> str:
@@ -143,13 +151,13 @@ def _parts(field_path: str) -> list[PathPart]:
 
 def load_scenario(path: str | Path, seed: Optional[int] = None) -> Scenario:
     """Load and expand a scenario file; ``seed`` overrides spec.seed (generators, pod interleaving)."""
-    return load_scenario_text(read_source(path, "scenario"), str(path), seed)
+    return load_scenario_text(read_source(path, "scenario", LIMITS), str(path), seed)
 
 
 def load_scenario_text(text: str, source: str, seed: Optional[int] = None) -> Scenario:
     """Validate ``text`` (named ``source`` in every message) and expand it. Errors read
     ``file: spec.jobs[3].duration (line 41): invalid duration '90 seconds' ...``."""
-    raw = load_yaml(text, source)             # duplicate keys are errors, syntax errors carry line/column
+    raw = load_yaml(text, source, LIMITS)     # duplicate keys are errors, syntax errors carry line/column
     problem = first_error(load_schema_file(SCHEMA_PATH), raw)
     if problem is not None:
         path, message = problem
@@ -164,7 +172,7 @@ def load_scenario_text(text: str, source: str, seed: Optional[int] = None) -> Sc
 
 
 def _located(text: str, source: str, path: list[PathPart], message: str) -> InputError:
-    line = line_of(text, path)
+    line = line_of(text, path, LIMITS)
     where = f"{source}: {format_path(path) or '(document)'}" + (f" (line {line})" if line else "")
     return InputError(message, where)
 
@@ -176,13 +184,19 @@ def _build(raw: dict[str, Any], source: str, seed_override: Optional[int]) -> Sc
         return f"{source}: spec.{field_path}"
 
     seed = int(spec.get("seed", 0)) if seed_override is None else seed_override
+    _check_budget(spec, at)
+    default_grades = parse_models(spec["resourceModels"], at("resourceModels")) if "resourceModels" in spec \
+        else [dict(g) for g in DEFAULT_GRADES]
     clusters: list[ClusterSpec] = []
     for i, c in enumerate(spec["clusters"]):
         nodes: list[Resources] = []
         for j, group in enumerate(c["nodes"]):
             alloc = parse_resources(group["allocatable"], at(f"clusters[{i}].nodes[{j}].allocatable"))
             nodes.extend(dict(alloc) for _ in range(int(group.get("count", 1))))
-        clusters.append(ClusterSpec(c["name"], dict(c.get("labels", {})), nodes, bool(c.get("ready", True))))
+        grades = parse_models(c["resourceModels"], at(f"clusters[{i}].resourceModels")) \
+            if "resourceModels" in c else default_grades
+        clusters.append(ClusterSpec(c["name"], dict(c.get("labels", {})), nodes, bool(c.get("ready", True)),
+                                    grades or None))
     _unique([c.name for c in clusters], at("clusters"), "cluster")
 
     queues: list[Queue] = []
@@ -201,11 +215,12 @@ def _build(raw: dict[str, Any], source: str, seed_override: Optional[int]) -> Sc
         if q.parent is not None and q.parent not in queue_names:
             raise InputError(f"parent queue {q.parent!r} is not declared in spec.queues", at(f"queues[{i}].parent"))
 
+    propagation = spec.get("propagation", "aggregated")
     jobs: list[JobSpec] = []
     for i, j in enumerate(spec.get("jobs", [])):
         where = f"jobs[{i}]"
         jobs.append(_job(j, j["name"], parse_duration(j.get("submitAt", 0), at(f"{where}.submitAt")),
-                         parse_duration(j["duration"], at(f"{where}.duration")), where, at))
+                         parse_duration(j["duration"], at(f"{where}.duration")), where, at, propagation))
     rng = random.Random(seed)
     for i, g in enumerate(spec.get("generators", [])):
         where = f"generators[{i}]"
@@ -223,7 +238,8 @@ def _build(raw: dict[str, Any], source: str, seed_override: Optional[int]) -> Sc
         width = len(str(g["count"] - 1))
         for k in range(int(g["count"])):
             duration = low if high == low else round(rng.uniform(low, high), 3)
-            jobs.append(_job(g, f"{g['namePrefix']}-{k:0{width}d}", start + k * every, duration, where, at))
+            jobs.append(_job(g, f"{g['namePrefix']}-{k:0{width}d}", start + k * every, duration, where, at,
+                             propagation))
     _unique([j.id for j in jobs], at("jobs"), "job")
 
     used = {job.queue for job in jobs}
@@ -252,6 +268,25 @@ def _build(raw: dict[str, Any], source: str, seed_override: Optional[int]) -> Sc
         member_scheduler=member, clusters=clusters, queues=queues, jobs=jobs, events=events)
 
 
+def _check_budget(spec: dict[str, Any], at: Any) -> None:
+    """Refuse a scenario that would expand beyond MAX_NODES / MAX_JOBS / MAX_PODS, before expanding it."""
+    nodes = sum(int(g.get("count", 1)) for c in spec["clusters"] for g in c["nodes"])
+    if nodes > MAX_NODES:
+        raise InputError(f"{nodes:,} nodes in all clusters; at most {MAX_NODES:,}", at("clusters"))
+    listed = spec.get("jobs", [])
+    generators = spec.get("generators", [])
+    jobs = len(listed) + sum(int(g["count"]) for g in generators)
+    if jobs > MAX_JOBS:
+        raise InputError(f"{jobs:,} jobs once generators are expanded; at most {MAX_JOBS:,}", at("generators"))
+
+    def replicas(job: dict[str, Any]) -> int:
+        return sum(int(t.get("replicas", 1)) for t in job.get("tasks", ()))
+
+    pods = sum(replicas(j) for j in listed) + sum(int(g["count"]) * replicas(g) for g in generators)
+    if pods > MAX_PODS:
+        raise InputError(f"{pods:,} pods (replicas over all jobs); at most {MAX_PODS:,}", at("jobs"))
+
+
 def _positive(value: object, where: str) -> float:
     seconds = parse_duration(value, where)
     if seconds <= 0:
@@ -259,7 +294,50 @@ def _positive(value: object, where: str) -> float:
     return seconds
 
 
-def _job(raw: dict[str, Any], name: str, submit_at: float, duration: float, where: str, at: Any) -> JobSpec:
+def parse_models(raw: list[dict[str, Any]], where: str) -> list[Resources]:
+    """Karmada ``spec.resourceModels`` -> each grade's lower edges (``min``), in grade order, checked as
+    Karmada's ``ValidateClusterResourceModels`` does (distinct grades, the same resources in every
+    grade, ``max > min``, contiguous ranges) and normalised as its mutation does (first ``min`` 0,
+    last ``max`` open). ``[]`` -> ``[]``: no models."""
+    ordered = sorted(enumerate(raw), key=lambda item: item[1]["grade"])
+    grades: list[Resources] = []
+    names: Optional[list[str]] = None
+    seen: set[int] = set()
+    previous_max: dict[str, int] = {}
+    for position, (i, model) in enumerate(ordered):
+        here = f"{where}[{i}]"
+        if model["grade"] in seen:
+            raise InputError(f"grade {model['grade']} is declared twice", f"{here}.grade")
+        seen.add(model["grade"])
+        mins: Resources = {}
+        for k, r in enumerate(model["ranges"]):
+            name = r["name"]
+            if name in mins:
+                raise InputError(f"resource {name!r} has two ranges in one grade", f"{here}.ranges[{k}].name")
+            low = 0 if position == 0 else parse_quantity(r["min"], name, f"{here}.ranges[{k}].min")
+            mins[name] = low
+            if position and name in previous_max and previous_max[name] != low:
+                raise InputError(f"{name}: ranges must be contiguous (this grade's min is not the previous "
+                                 f"grade's max)", f"{here}.ranges[{k}].min")
+            if "max" in r:
+                high = parse_quantity(r["max"], name, f"{here}.ranges[{k}].max")
+                if high <= parse_quantity(r["min"], name, f"{here}.ranges[{k}].min"):
+                    raise InputError(f"{name}: max must be greater than min", f"{here}.ranges[{k}].max")
+                previous_max[name] = high
+            else:
+                previous_max.pop(name, None)
+        if names is None:
+            names = sorted(mins)
+        elif sorted(mins) != names:
+            raise InputError(f"every grade must list the same resources ({', '.join(names)})", f"{here}.ranges")
+        if grades and any(mins[n] <= grades[-1][n] for n in mins):
+            raise InputError("each grade's min must be above the previous grade's", f"{here}.ranges")
+        grades.append(mins)
+    return grades
+
+
+def _job(raw: dict[str, Any], name: str, submit_at: float, duration: float, where: str, at: Any,
+         propagation: str = "aggregated") -> JobSpec:
     tasks: list[Task] = []
     for k, t in enumerate(raw["tasks"]):
         replicas = int(t["replicas"])
@@ -274,7 +352,8 @@ def _job(raw: dict[str, Any], name: str, submit_at: float, duration: float, wher
     return JobSpec(name=name, queue=raw.get("queue", "default"), submit_at=submit_at, duration=duration, tasks=tasks,
                    namespace=raw.get("namespace", "default"), priority=int(raw.get("priority", 0)),
                    priority_class=raw.get("priorityClassName", ""), labels=dict(raw.get("labels", {})),
-                   annotations=dict(raw.get("annotations", {})), deadline=deadline, where=where)
+                   annotations=dict(raw.get("annotations", {})), deadline=deadline, where=where,
+                   propagation=raw.get("propagation", propagation))
 
 
 def _unique(names: list[str], where: str, what: str) -> None:

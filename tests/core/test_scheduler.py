@@ -85,10 +85,23 @@ def test_incremental_cycle_examines_only_new_jobs() -> None:
     for i in range(50):
         engine.submit(job(f"j{i}", "4"))
     first = engine.cycle(0)
-    assert first.full and len(first.admitted) == 1 and first.examined == 50
+    # one job admitted, then one job of the (single) verdict key refused: the other 48 share its refusal
+    assert first.full and len(first.admitted) == 1 and first.examined == 2
+    assert len(first.reasons) == 49 and len(set(first.reasons.values())) == 1
     engine.submit(job("late", "1"))
     second = engine.cycle(1)
     assert not second.full and second.examined == 1 and second.admitted == []
+
+
+def test_exhaustive_engine_examines_every_job() -> None:
+    engine = make_engine(Priority({}, None))
+    engine = Engine(engine.pipeline, exhaustive=True)
+    engine.upsert_cluster(cluster("m1", "4"))
+    engine.upsert_queue(Queue("q"))
+    for i in range(50):
+        engine.submit(job(f"j{i}", "4"))
+    first = engine.cycle(0)
+    assert first.full and len(first.admitted) == 1 and first.examined == 50 and len(first.reasons) == 49
 
 
 def test_release_reopens_the_backlog() -> None:

@@ -101,3 +101,49 @@ def queue(name: str, weight: int = 1, priority: Optional[int] = None, capability
 def priority_class(name: str, value: int, default: bool = False) -> Obj:
     return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
             "value": value, "globalDefault": default}
+
+
+MAX_INT64 = "9223372036854775807"
+
+
+def resource_models(edges: dict[str, list[str]]) -> list[Obj]:
+    """``spec.resourceModels`` as Karmada stores it: grade i spans [edges[i], edges[i+1]) per resource, the last
+    grade open-ended (max = MaxInt64), every grade listing the same resources in the same order."""
+    grades = len(next(iter(edges.values())))
+    return [{"grade": i, "ranges": [{"name": name, "min": cuts[i],
+                                     "max": cuts[i + 1] if i + 1 < grades else MAX_INT64}
+                                    for name, cuts in edges.items()]}
+            for i in range(grades)]
+
+
+def modeled_cluster(name: str, models: list[Obj], counts: list[int], gpu: str = "32", nodes: Optional[int] = None,
+                    ready: bool = True) -> Obj:
+    """A Cluster with spec.resourceModels and the status Karmada's cluster status controller writes."""
+    obj = cluster(name, gpu=gpu, ready=ready)
+    obj["spec"]["resourceModels"] = models
+    obj["status"]["resourceSummary"]["allocatableModelings"] = [
+        {"grade": i, "count": c} for i, c in enumerate(counts)]
+    total = sum(counts) if nodes is None else nodes
+    obj["status"]["nodeSummary"] = {"totalNum": total, "readyNum": total}
+    return obj
+
+
+def member_pod(name: str, owner: Obj, ns: str = "team-a", unschedulable: Optional[str] = None,
+               node: Optional[str] = None, uid: Optional[str] = None, rs_hash: str = "") -> Obj:
+    """A pod as a member's API returns it: owned by its workload (a Deployment's pod by its ReplicaSet), with
+    PodScheduled=False/Unschedulable as kube-scheduler writes it when no node fits."""
+    kind, api, owner_name = owner["kind"], owner["apiVersion"], owner["metadata"]["name"]
+    labels: dict[str, str] = {}
+    if kind == "Deployment":
+        kind, owner_name, labels = "ReplicaSet", f"{owner_name}-{rs_hash}", {"pod-template-hash": rs_hash}
+    pod: Obj = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": ns, "uid": uid or f"uid-{name}", "labels": labels,
+                             "resourceVersion": "5", "ownerReferences": [
+                                 {"apiVersion": api, "kind": kind, "name": owner_name, "uid": "x",
+                                  "controller": True, "blockOwnerDeletion": True}]},
+                "spec": {"containers": [{"name": "w", "image": "x"}], **({"nodeName": node} if node else {})},
+                "status": {"phase": "Pending"}}
+    if unschedulable is not None:
+        pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                        "message": unschedulable, "lastTransitionTime": "2026-11-23T14:00:00Z"}]
+    return pod

@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from engine.hookspecs import hookimpl
 from engine.kube import plan
-from engine.kube.controller import Controller
+from engine.kube.controller import UNSCHEDULED_GRACE, Controller
 from engine.kube.plan import Event, Patch
 from engine.model import Failure, Job, JobState, Recovery
 from engine.pipeline import Pipeline
@@ -194,6 +194,27 @@ def test_bind_mode_writes_spec_clusters_for_atoll_scheduled_bindings() -> None:
     assert p.body["metadata"]["annotations"]["atoll.dev/clusters"] == "m1"
 
 
+def test_bind_mode_restart_writes_a_scheduled_condition_the_dead_controller_left_unwritten() -> None:
+    """Killed between the spec patch (spec.clusters) and the status write: the next leader adopts the job and
+    writes Scheduled=True for the binding's generation; one already written is left alone."""
+    ctl = controller(mode="bind")
+    a, b = o.vcjob("a", tasks=[("w", 1, None, "1")]), o.vcjob("b", tasks=[("w", 1, None, "1")])
+    note = {plan.ADMITTED_ANNOTATION: "2026-11-22T21:00:01.000000Z"}
+    unwritten = o.binding(a, paused=False, scheduler="atoll", clusters=["m1"], annotations=note)
+    unwritten["metadata"]["generation"] = 2
+    written = o.binding(b, paused=False, scheduler="atoll", clusters=["m1"], annotations=note,
+                        conditions=[{"type": "Scheduled", "status": "True"}])
+    written["metadata"]["generation"] = 2
+    written["status"]["schedulerObservedGeneration"] = 2
+    feed(ctl, o.cluster("m1"), a, b, unwritten, written)
+    items = ctl.step(5.0)
+    (p,) = patches(items, "bind-status")
+    assert p.ref.name == "a-job" and p.subresource == "status"
+    assert p.body["status"]["schedulerObservedGeneration"] == 2
+    assert [c["type"] for c in p.body["status"]["conditions"]] == ["Scheduled"]
+    assert patches(items, "bind") == []                         # adopted, not placed again
+
+
 def test_an_unforeseen_error_on_one_binding_does_not_stop_the_others(monkeypatch: Any) -> None:
     ctl = controller()
     bad, good = o.batch_job("bad"), o.batch_job("good")
@@ -236,3 +257,46 @@ def test_the_default_policy_runs_with_its_preempt_stage_and_lends_guarantees() -
     assert ctl.engine.pipeline.stages["preempt"] and ctl.engine.pipeline.has_preempt
     capacity = next(p for p in ctl.engine.pipeline.stages["admit"] if p.name == "capacity")
     assert getattr(capacity, "guarantees") is False
+def test_a_job_larger_than_the_whole_fleet_waits_with_a_warning() -> None:
+    """It cannot run until the fleet grows: a Warning, unlike a job that only waits its turn (Normal)."""
+    from plugins.capacity import Capacity
+    ctl = controller(Capacity({}, None))
+    huge, wide = o.batch_job("huge", parallelism=1, cpu="100"), o.batch_job("wide", parallelism=1, cpu="40")
+    later = o.batch_job("later", parallelism=1, cpu="40")
+    feed(ctl, o.cluster("m1", cpu="64"), huge, wide, later, o.binding(huge), o.binding(wide),
+         o.binding(later, created="2026-11-22T21:00:05Z"))
+    items = ctl.step(1.0)
+    kinds = {e.involved["name"]: e.type for e in events(items, "Pending")}
+    assert kinds["huge-job"] == "Warning" and kinds["later-job"] == "Normal", kinds
+    assert all(t == "Normal" for n, t in kinds.items() if n != "huge-job"), kinds
+
+
+def test_a_failed_write_is_reissued_only_while_the_engine_still_means_it() -> None:
+    """A requeue that failed while the API was away must not pause a binding adopted as running since."""
+    ctl = controller(Requeue({}, None))
+    j = o.batch_job("j", parallelism=1)
+    feed(ctl, o.cluster("m1"), j, o.binding(j))
+    (admit,) = patches(ctl.step(1.0), "admit")
+    ctl.retry_later(admit)                                   # the admission failed: still wanted
+    assert patches(ctl.step(2.0), "admit") == [admit]
+    stale = Patch(admit.ref, plan.requeue_patch("default", "x"), "requeue")
+    ctl.retry_later(stale)                                   # a requeue from before: the job holds now
+    assert patches(ctl.step(3.0), "requeue") == []
+    ctl.on_binding("DELETED", None, ctl.bindings["team-a/j-job"])
+    ctl.step(4.0)
+    ctl.retry_later(admit)                                   # the binding is gone: nothing to write
+    assert patches(ctl.step(5.0)) == []
+
+
+def test_a_transient_scheduler_error_is_left_to_karmada_scheduler_to_retry() -> None:
+    """SchedulerError (karmada-scheduler could not write, e.g. its API server restarting) after the resume is
+    not the job's failure: karmada-scheduler retries it. Only one lasting past the grace period counts."""
+    ctl = controller(Requeue({}, None))
+    job = o.batch_job("j", parallelism=1)
+    feed(ctl, o.cluster("m1"), job, o.binding(job))
+    ctl.step(1000.0)
+    cond = {"type": "Scheduled", "status": "False", "reason": "SchedulerError",
+            "message": "Patch ...: connection refused", "lastTransitionTime": "1970-01-01T00:16:41Z"}
+    ctl.on_binding("MODIFIED", o.binding(job, paused=False, rv="12", conditions=[cond]), ctl.bindings["team-a/j-job"])
+    assert patches(ctl.step(1001.0), "requeue") == []
+    assert patches(ctl.step(1000.0 + UNSCHEDULED_GRACE + 1), "requeue")

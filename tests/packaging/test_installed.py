@@ -45,6 +45,9 @@ def run(atoll: tuple[Path, Path], *args: str) -> subprocess.CompletedProcess[str
     ["plugins", "list"],
     ["policy", "validate", "default"],
     ["bench", "--jobs", "200", "--queues", "4", "--clusters", "3"],
+    ["--version"], ["plugins", "list", "-o", "yaml"], ["policy", "show", "default", "-o", "json"],
+    ["bench", "--jobs", "50", "--queues", "2", "--clusters", "2", "-o", "yaml"],
+    ["bench-webhook", "--help"],
 ])
 def test_verbs_of_the_installed_package(atoll: tuple[Path, Path], args: list[str]) -> None:
     done = run(atoll, *args)
@@ -73,3 +76,15 @@ def test_every_data_file_is_installed(atoll: tuple[Path, Path]) -> None:
     expected = {p.relative_to(ROOT).as_posix() for folder in ("schemas", "policies", "scenarios")
                 for p in (ROOT / folder).rglob("*") if p.suffix in (".json", ".yaml")}
     assert shipped == expected
+
+
+def test_flags_and_exit_codes_of_the_installed_package(atoll: tuple[Path, Path]) -> None:
+    assert run(atoll, "--version").stdout.startswith("atoll 0.")
+    for verb in ("run", "explain", "webhook"):
+        help_text = run(atoll, verb, "--help").stdout
+        assert "--kubeconfig" in help_text and "--context" in help_text, verb
+    missing = run(atoll, "explain", "ns/x", "--kubeconfig", "absent.yaml")
+    assert missing.returncode == 1 and missing.stderr.strip() == "atoll: error: absent.yaml: kubeconfig not found"
+    assert run(atoll, "simulate").returncode == 2
+    report = run(atoll, "simulate", "quickstart", "--report", "out/sub/r.json")
+    assert report.returncode == 0 and (atoll[1] / "out" / "sub" / "r.json").is_file()

@@ -83,10 +83,10 @@ def test_atoll_simulate_compare_with_shipped_policies(capsys: pytest.CaptureFixt
     assert "default" in out and "karmada" in out and "partial" in out and "x" in out
 
 
-def test_atoll_simulate_bad_scenario_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_atoll_simulate_bad_scenario_is_one_line_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("apiVersion: atoll.dev/v1alpha1\nkind: Scenario\nmetadata: {name: b}\nspec:\n  clusters: []\n")
-    assert main(["simulate", str(bad)]) == 2
+    assert main(["simulate", str(bad)]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"atoll: error: {bad}: spec.clusters (line 5):") and len(err.splitlines()) == 1
 

@@ -1,0 +1,209 @@
+"""The pending backlog grouped by verdict key, and the walk that examines a key once per state.
+
+Every pending job sits in one *group* of its queue: the jobs whose verdict key (the engine's part --
+queue, excluded clusters, tasks -- joined with each admit/place plugin's ``Plugin.verdict_key``) is
+equal. By the plugins' contract, jobs of one group examined in the same FleetState get the same
+verdict and the same refusal text. A job without a key (a plugin declares nothing, or it is backing
+off, whose text is its own) is a group of one.
+
+A full cycle used to examine every pending job of a queue in order. ``QueueWalk`` visits the same
+jobs in the same order, but once a group's next job is refused, the group leaves the walk: each of
+its later jobs would be refused with the same text while the state stays the same, and the state
+only changes through an admission (``Engine._admissions``). When one happens, the walk hands the
+refusal to the group's jobs it passed over (those before the walk's position) and puts the group
+back at its first job after that position, which the exhaustive loop would examine in the new
+state. When the queue's walk ends, every job of a still-refused group gets the refusal. So a cycle
+calls the pipeline O(groups x admissions) times instead of O(backlog), and the decisions, the
+order and each job's reason are exactly the exhaustive loop's (tests/core/test_pruned_exact.py).
+
+Reasons are bookkept per group too: ``Group.reason`` is the reason every job of the group has (None
+when they differ), so handing a group the text its jobs already show costs O(1), not O(jobs).
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import TYPE_CHECKING, Callable, Hashable, Iterable, Iterator, Optional, Protocol
+
+from sortedcontainers import SortedList
+
+from engine.model import Job, Refusal
+
+if TYPE_CHECKING:
+    from engine.core.scheduler import Engine
+
+Entry = tuple[tuple, int, str]          # (job order key, arrival seq, job id): the exhaustive loop's order
+RangeBlock = Callable[["Group", Refusal, Entry, Optional[Entry]], None]
+
+
+class Group:
+    """The pending jobs of one queue with one verdict key, in order."""
+
+    __slots__ = ("queue", "key", "shared", "entries", "reason")
+
+    def __init__(self, queue: str, key: Hashable, shared: bool) -> None:
+        self.queue = queue
+        self.key = key
+        self.shared = shared             # False: a group of one job, whose refusals are never handed on
+        self.entries: SortedList = SortedList()
+        self.reason: Optional[str] = ""  # the pending reason all its jobs have; None when they differ
+
+
+class Backlog:
+    """queue -> verdict key -> Group, and job id -> Group."""
+
+    def __init__(self) -> None:
+        self.queues: dict[str, dict[Hashable, Group]] = {}
+        self._group_of: dict[str, Group] = {}
+
+    def add(self, job: Job, key: Optional[Hashable]) -> None:
+        shared = key is not None
+        gkey: Hashable = key if shared else ("job", job.id)
+        groups = self.queues.setdefault(job.queue, {})
+        group = groups.get(gkey)
+        if group is None:
+            group = groups[gkey] = Group(job.queue, gkey, shared)
+            group.reason = job.pending_reason
+        elif group.reason != job.pending_reason:
+            group.reason = None
+        group.entries.add((job.sort_key, job.seq, job.id))
+        self._group_of[job.id] = group
+
+    def remove(self, job: Job) -> None:
+        group = self._group_of.pop(job.id, None)
+        if group is None:
+            return
+        group.entries.discard((job.sort_key, job.seq, job.id))
+        if not group.entries:
+            groups = self.queues.get(group.queue)
+            if groups is not None and groups.get(group.key) is group:
+                del groups[group.key]
+                if not groups:
+                    del self.queues[group.queue]
+
+    def group(self, job_id: str) -> Optional[Group]:
+        return self._group_of.get(job_id)
+
+    def clear(self) -> None:
+        self.queues.clear()
+        self._group_of.clear()
+
+    def __contains__(self, job_id: str) -> bool:
+        return job_id in self._group_of
+
+
+class QueueWalk:
+    """One queue's pending jobs in the exhaustive order, skipping groups refused in the current state."""
+
+    def __init__(self, groups: Iterable[Group], version: int, block_range: RangeBlock,
+                 bound: Optional[Entry] = None) -> None:
+        self._heap: list[tuple[Entry, Group]] = [(g.entries[0], g) for g in groups if g.entries]
+        heapq.heapify(self._heap)
+        self._version = version
+        self._block_range = block_range
+        self._refused: list[tuple[Group, Entry, Refusal]] = []
+        self._last: Optional[Entry] = None
+        self._bound = bound              # the last job the walk may reach (policy lookback); None: all
+
+    def take(self, version: int) -> Optional[tuple[Entry, Group]]:
+        """The next job to examine (its entry and group), or None when the queue is done."""
+        if version != self._version:
+            self._reopen(version)
+        if not self._heap or (self._bound is not None and self._heap[0][0] > self._bound):
+            self.close()
+            return None
+        entry, group = heapq.heappop(self._heap)
+        self._last = entry
+        return entry, group
+
+    def examined(self, entry: Entry, group: Group, shared_refusal: Optional[Refusal]) -> None:
+        """After the job at ``entry`` was examined: ``shared_refusal`` is its refusal when every later job
+        of its group gets the same in the same state (the group leaves the walk until the state changes)."""
+        if shared_refusal is not None:
+            self._refused.append((group, entry, shared_refusal))
+        else:
+            self._push_after(group, entry)
+
+    def _push_after(self, group: Group, entry: Entry) -> None:
+        entries = group.entries
+        index = entries.bisect_right(entry)
+        if index < len(entries):
+            heapq.heappush(self._heap, (entries[index], group))
+
+    def _reopen(self, version: int) -> None:
+        """The state changed: refused groups got their refusal up to the walk's position, and come back
+        at their first job after it."""
+        self._version = version
+        refused, self._refused = self._refused, []
+        last = self._last
+        for group, since, refusal in refused:
+            assert last is not None
+            self._block_range(group, refusal, since, last)
+            self._push_after(group, last)
+
+    def close(self) -> None:
+        """The queue is done: every job of a still-refused group from where it was refused on shares it."""
+        refused, self._refused = self._refused, []
+        for group, since, refusal in refused:
+            self._block_range(group, refusal, since, self._bound)
+
+
+class Source(Protocol):
+    def take(self) -> Optional[Job]: ...
+
+    def examined(self, job: Job, refusal: Optional[Refusal]) -> None: ...
+
+
+# -- what Engine.cycle takes jobs from, per queue ------------------------------------------------------
+class WalkSource:
+    """A queue's whole backlog, walked by verdict key (see engine.core.backlog.QueueWalk)."""
+
+    def __init__(self, engine: "Engine", walk: QueueWalk, now: float) -> None:
+        self.engine = engine
+        self.walk = walk
+        self.now = now
+        self.current: Optional[tuple[Entry, Group]] = None
+
+    def take(self) -> Optional[Job]:
+        self.current = self.walk.take(self.engine._admissions)
+        return None if self.current is None else self.engine.state.jobs[self.current[0][2]]
+
+    def examined(self, job: Job, refusal: Optional[Refusal]) -> None:
+        assert self.current is not None
+        entry, group = self.current
+        self.walk.examined(entry, group, self.engine._shares(job, refusal, self.now))
+
+
+class ListSource:
+    """Candidates one by one (new, changed or timed-out jobs; every job when exhaustive). A job whose
+    group was refused earlier in the same state gets that refusal without calling the pipeline."""
+
+    def __init__(self, engine: "Engine", jobs: Iterator[Job], now: float, memo: bool = True) -> None:
+        self.engine = engine
+        self.jobs = jobs
+        self.now = now
+        self.keyed = engine._keyed and memo
+        self.group: Optional[Group] = None       # the group of the job last taken (shared ones only)
+
+    def take(self) -> Optional[Job]:
+        if not self.keyed:
+            return next(self.jobs, None)
+        engine, now = self.engine, self.now
+        group_of, memo = engine._backlog._group_of, engine._memo
+        for job in self.jobs:
+            group = group_of.get(job.id)
+            if group is not None and group.shared and job.not_before <= now:
+                known = memo.get(group.key)
+                if known is not None and known[0] == engine._admissions:
+                    engine._block(job, known[1], engine._result)
+                    continue
+                self.group = group
+            else:
+                self.group = None
+            return job
+        return None
+
+    def examined(self, job: Job, refusal: Optional[Refusal]) -> None:
+        group = self.group
+        if group is not None and refusal is not None and refusal.retry_at is None:
+            self.engine._memo[group.key] = (self.engine._admissions, refusal)
