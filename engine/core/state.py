@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from engine.core.fitindex import FitIndex
-from engine.core.nodefit import UNBOUNDED, NodeShapes, PerPod, fits, max_replicas, more_room, pairs, reserve
+from engine.core.nodefit import UNBOUNDED, NodeShapes, PerPod, fits, max_replicas, more_room, pairs, reserve, vector
 from engine.model import Cluster, Job, JobState, Pods, Queue
 from engine.resources import Resources, add_into, clamp_nonnegative, sub
 
@@ -48,6 +48,7 @@ class FleetState:
         self._nodes: dict[str, Optional[NodeShapes]] = {}   # cluster -> reported shapes minus in-flight pods
         self._shaped: set[str] = set()                      # clusters that report node shapes
         self._fit_memo: dict[str, dict[object, bool]] = {}  # cluster -> pods -> fits its node view now
+        self._gone: dict[str, dict[str, int]] = {}          # dry run: cluster -> job id supposed gone -> times
 
     # -- capacity views ----------------------------------------------------------
     def free(self, cluster: str) -> Resources:
@@ -75,9 +76,13 @@ class FleetState:
             shapes = None
         if shapes is not None:
             flights = self._inflight.get(cluster)
+            gone = self._gone.get(cluster)
+            if gone:
+                shapes = _freed(shapes, [pod for job_id in gone if job_id in self.jobs and job_id not in (flights or ())
+                                         for pod in self.jobs[job_id].placed_pods(cluster)])
             if flights:
                 jobs = self.jobs
-                shapes = reserve(shapes, [pod for job_id in flights if job_id in jobs
+                shapes = reserve(shapes, [pod for job_id in flights if job_id in jobs and job_id not in (gone or ())
                                           for pod in jobs[job_id].placed_pods(cluster)])
         self._nodes[cluster] = shapes
         return shapes
@@ -382,11 +387,28 @@ class FleetState:
     def suppose_gone(self, job: Job, placed: dict[str, Resources], sign: int = 1) -> None:
         """Dry run only (between ``dry_run_begin``/``dry_run_end``): count ``job``'s queue usage and what it
         holds on each cluster (``placed``: cluster -> its placed demand) as free (``sign=-1`` undoes it).
-        Whether the last report counts the job or an in-flight reservation does, free capacity grows by it."""
+        Whether the last report counts the job or an in-flight reservation does, free capacity grows by it,
+        and so does the node view (``nodes``): an in-flight job's pods are no longer booked on it, a
+        reported job's pods each give back a virtual node of the pod's size (which nodes they free is
+        unknown; a pod's own room is the least its node has free once it is gone). Every call takes a
+        fresh ``capacity_epoch``: caches keyed on it (the capacity plugin's guarantee ledger) must not
+        carry a verdict from one supposed state to the next (the fill-back gives victims back one by one)."""
         self._charge(job.queue, job.demand, -sign)
+        if self.capacity_epoch < 0:
+            self._dry_runs += 1
+            self.capacity_epoch = -self._dry_runs
         for cluster, amount in placed.items():
             if cluster in self.clusters:
                 add_into(self._reserved.setdefault(cluster, {}), amount, -sign)
+                gone = self._gone.setdefault(cluster, {})
+                times = gone.get(job.id, 0) + sign
+                if times > 0:
+                    gone[job.id] = times
+                else:
+                    gone.pop(job.id, None)
+                    if not gone:
+                        del self._gone[cluster]
+                self._nodes.pop(cluster, None)
                 self._usage_changed(cluster)
 
     def dry_run_begin(self) -> int:
@@ -472,3 +494,10 @@ class FleetState:
     def nominations(self) -> dict[str, tuple[dict[str, Resources], dict[str, Resources]]]:
         """Preemptor id -> (capacity claimed per cluster, capacity its victims still hold per cluster)."""
         return self._nominations
+
+
+def _freed(shapes: NodeShapes, pods: Sequence[tuple[PerPod, int]]) -> NodeShapes:
+    """``shapes`` plus, for each pod given back, a virtual node of the pod's size (its graded resources)."""
+    extra = [(vector({k: v for k, v in pairs(per_pod) if k in shapes.resources}), count) for per_pod, count in pods]
+    return NodeShapes.of([*shapes.nodes, *((vec, n) for vec, n in extra if vec)], shapes.resources,
+                         shapes.karmada_defaults)

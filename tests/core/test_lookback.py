@@ -44,8 +44,7 @@ def test_lookback_bounds_what_a_cycle_considers() -> None:
 
 
 def test_lookback_is_a_policy_setting() -> None:
-    text = (ROOT / "policies" / "default.yaml").read_text().replace("  placementMode: gate\n",
-                                                                     "  placementMode: gate\n  lookback: 100\n")
+    text = (ROOT / "policies" / "default.yaml").read_text().replace("\nspec:\n", "\nspec:\n  lookback: 100\n", 1)
     assert load_policy_text(text, "p.yaml").pipeline.lookback == 100
     with pytest.raises(InputError, match="lookback"):
         load_policy_text(text.replace("lookback: 100", "lookback: -1"), "p.yaml")
