@@ -256,7 +256,10 @@ class Controller(Evictions):
             str(res.get("apiVersion", "")), str(res.get("kind", "")), str(res.get("namespace") or ""),
             str(meta(obj).get("namespace") or ""))
         if self.mode == "bind" and (spec or {}).get("schedulerName") != plan.SCHEDULER_NAME:
-            managed = managed and is_paused(obj)
+            # placed by karmada-scheduler (gate): ours once the webhook paused it, and still ours after Atoll
+            # resumed it (its admission stamp): its start and end must reach the engine, or it holds its
+            # in-flight reservation and its capacity for ever
+            managed = managed and (is_paused(obj) or plan.ADMITTED_ANNOTATION in (meta(obj).get("annotations") or {}))
         if not managed or tkey is None:
             if known is not None and not known.state.holds_resources:
                 self.engine.remove_job(key)

@@ -220,3 +220,28 @@ def test_bind_mode_evicts_with_the_same_patch() -> None:
     feed(ctl, high, o.binding(high, scheduler="atoll", paused=False))
     (evict,) = patches(ctl.step(T0), "evict")
     assert evict.ref.key == LOW and evict.body["spec"] == {"suspension": {"scheduling": True}, "clusters": None}
+
+
+def test_bind_mode_follows_a_gate_placed_job_after_admission_so_its_victim_capacity_frees() -> None:
+    """Bind mode (the shipped default), a workload placed by karmada-scheduler: once Atoll resumed its binding,
+    its start (which drops the in-flight reservation at the next report) and its end must still reach the
+    engine. Before, the resumed binding was ignored: the job stayed Admitted with its reservation booked on
+    top of the report counting its pods, so a preemptor's dry run found no fit, and its capacity never came back."""
+    jp, gang = JobPriority({}, None), Gang({}, None)
+    ctl = Controller(Pipeline({"enqueue": [jp], "order": [jp, Fifo({}, None)], "admit": [Capacity({}, None), gang],
+                               "place": [gang], "preempt": [PriorityPreemption({}, None)]}), mode="bind")
+    low = o.batch_job("low", parallelism=2, cpu="30")
+    feed(ctl, o.cluster("m1", cpu="64"), low, o.binding(low))
+    assert [p.why for p in ctl.step(T0) if hasattr(p, "why")] == ["admit"]
+    ctl.on_binding("MODIFIED", o.binding(low, paused=False, clusters=["m1"],
+                                         annotations={plan.ADMITTED_ANNOTATION: plan.stamp(T0)}, rv="11"), None)
+    started = dict(low, status={"active": 2})
+    started["metadata"] = dict(low["metadata"], resourceVersion="2")
+    ctl.on_template("MODIFIED", started, low)
+    ctl.step(T0 + 1)
+    assert ctl.engine.state.jobs[LOW].state is JobState.RUNNING
+    report(ctl, "60", T0 + 5)                       # counts low's pods: its reservation is dropped
+    high = o.batch_job("high", parallelism=2, cpu="30", pc="high")
+    feed(ctl, o.priority_class("high", 1000), high, o.binding(high))
+    ctl.step(T0 + 6)
+    assert ctl.engine.state.jobs[LOW].state is JobState.EVICTING
