@@ -86,6 +86,7 @@ def run_bench(shape: BenchShape, pipeline_factory: Callable[[], Pipeline], polic
     engine.submit(late)
     incremental = engine.cycle(3.0)
     incremental_ms = (time.perf_counter() - started) * 1000
+    saturated = run_saturated(shape, pipeline_factory)
     return {
         "policy": policy_name,
         "jobs": shape.jobs, "queues": shape.queues, "clusters": shape.clusters, "seed": shape.seed,
@@ -99,8 +100,49 @@ def run_bench(shape: BenchShape, pipeline_factory: Callable[[], Pipeline], polic
         "incremental_ms": round(incremental_ms, 2),
         "incremental_examined": incremental.examined,
         "pending_after": engine.pending_count(),
+        **saturated,
         "load_average": _load_average(),
         "machine": machine_info(),
+    }
+
+
+def run_saturated(shape: BenchShape, pipeline_factory: Callable[[], Pipeline]) -> dict[str, Any]:
+    """Every cluster full of running priority-0 jobs (reported by its status), then a backlog of
+    ``shape.jobs`` jobs of priority 1-100: one full cycle, with preemption if the policy has it."""
+    clusters, queues, backlog = build_fleet(shape)
+    engine = Engine(pipeline_factory())
+    for queue in queues:
+        engine.upsert_queue(queue)
+    rng = random.Random(shape.seed + 2)
+    running = 0
+    for cluster in clusters:
+        engine.upsert_cluster(cluster)
+        free = dict(cluster.allocatable)
+        while True:
+            job = make_job(rng, shape.jobs + running, queues)
+            job.id, job.name, job.priority = f"ns/run-{running}", f"run-{running}", 0
+            demand = job.demand
+            if any(amount > free.get(name, 0) for name, amount in demand.items()):
+                break
+            for name, amount in demand.items():
+                free[name] -= amount
+            engine.adopt(job, {cluster.name: {"worker": job.tasks[0].replicas}}, 0.0, running=True)
+            running += 1
+        cluster.allocated = {name: amount - free.get(name, 0) for name, amount in cluster.allocatable.items()}
+        cluster.status_time = 1.0
+        engine.upsert_cluster(cluster)
+    for job in backlog:
+        job.priority = 1 + job.priority % 100
+        engine.submit(job)
+    started, cpu_started = time.perf_counter(), time.process_time()
+    result = engine.cycle(100.0)
+    return {
+        "saturated_running": running,
+        "saturated_cycle_ms": round((time.perf_counter() - started) * 1000, 1),
+        "saturated_cycle_cpu_ms": round((time.process_time() - cpu_started) * 1000, 1),
+        "saturated_examined": result.examined,
+        "saturated_preemptions": len(result.preemptions),
+        "saturated_victims": sum(len(p.victims) for p in result.preemptions),
     }
 
 

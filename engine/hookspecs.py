@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 import pluggy
 
 if TYPE_CHECKING:
+    from engine.core.preempt import PreemptRule
     from engine.core.state import FleetState
     from engine.model import Cluster, Failure, Job, Placement, Queue, Recovery, Refusal
     from engine.plugin import Plugin
@@ -33,7 +34,7 @@ PROJECT = "atoll"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
-STAGES = ("enqueue", "order", "admit", "place", "recover")
+STAGES = ("enqueue", "order", "admit", "place", "preempt", "recover")
 
 SortKey = Union[int, float, str, tuple[Any, ...]]
 
@@ -101,6 +102,29 @@ class StageSpecs:
         Return a Placement, a Refusal (the job stays pending), or None to let the next plugin
         decide. If no plugin decides, the engine puts the whole job in the first cluster where
         all of it fits. Stops at the first non-None result."""
+
+    # -- preempt ---------------------------------------------------------------------
+    @hookspec
+    def atoll_preempt_rule(self, job: "Job", state: "FleetState", now: float) -> Optional["PreemptRule"]:
+        """``job`` was refused for lack of capacity (``Refusal.capacity``). Return a
+        ``engine.core.preempt.PreemptRule`` saying which admitted jobs it may evict (per queue, a
+        rank bound; optionally a test per victim) and with which protections, or None if this
+        plugin lets it evict nothing. Rules of all plugins are tried in policy order; the first
+        under which the job then fits decides. The engine adds the rules every policy shares
+        (useful, minimal, whole jobs, guarantees kept, no cycles; see ``engine.core.preempt``).
+        Called at most once per refused job per capacity change: keep it O(queues) at most."""
+
+    @hookspec(firstresult=True)
+    def atoll_protect(self, preemptor: "Job", victim: "Job", rule: "PreemptRule", state: "FleetState",
+                      now: float) -> Optional[str]:
+        """May ``victim`` be evicted for ``preemptor`` under ``rule``? Return a reason to protect it
+        (e.g. a CEL ``preemptable`` filter says no), or None. Stops at the first reason."""
+
+    @hookspec(firstresult=True)
+    def atoll_victim_rank(self, job: "Job", state: "FleetState") -> Optional[int]:
+        """The job's rank as a victim: lower ranks are evicted first, and rules bound victims by rank
+        (e.g. strictly lower priority). Called once when the job is admitted (and for a preemptor
+        when it is refused), never per comparison. Default ``job.priority``. Stops at the first answer."""
 
     # -- recover ---------------------------------------------------------------
     @hookspec(firstresult=True)

@@ -29,12 +29,13 @@ class JobState(str, enum.Enum):
     REJECTED = "Rejected"      # refused at enqueue; kept and visible, never silently dropped
     ADMITTED = "Admitted"      # admitted and placed; resources reserved until it ends
     RUNNING = "Running"        # the adapter saw it start
+    EVICTING = "Evicting"      # preempted: holds its capacity until the adapter reports it gone (Engine.evicted)
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"          # gave up (recover stage decided so)
 
     @property
     def holds_resources(self) -> bool:
-        return self in (JobState.ADMITTED, JobState.RUNNING)
+        return self in (JobState.ADMITTED, JobState.RUNNING, JobState.EVICTING)
 
     @property
     def finished(self) -> bool:
@@ -86,6 +87,13 @@ class Job:
     seq: int = 0                    # arrival order, the final FIFO tie-breaker
     sort_key: tuple[Any, ...] = ()
     blocked_epoch: int = -1         # capacity epoch at which it was last refused (see core.state)
+    # --- preemption (engine.core.preempt) ---------------------------------------
+    preemptions: int = 0            # times it was evicted by a preemptor (counted apart from failures)
+    preempted_by: str = ""          # the job that last evicted it (it may never evict that one back)
+    nominated: Optional[Placement] = None     # a preemptor's claim on capacity its victims are freeing
+    nominated_at: Optional[float] = None
+    victims: tuple[str, ...] = ()   # a preemptor's victims still to be gone before it is admitted
+    evicted_at: Optional[float] = None        # a victim: when its eviction was decided
 
     @cached_property
     def demand(self) -> Resources:
@@ -176,6 +184,7 @@ class Queue:
     guarantee: Resources = field(default_factory=dict)   # min, protected from other queues
     deserved: Optional[Resources] = None
     labels: dict[str, str] = field(default_factory=dict)
+    reclaimable: bool = True        # Volcano spec.reclaimable: false = other queues never reclaim from it
     # --- owned by the engine -------------------------------------------------
     allocated: Resources = field(default_factory=dict)   # demand of its admitted, unfinished jobs
     generation: int = 0
@@ -185,6 +194,10 @@ class Queue:
 class Refusal:
     """Why a plugin said no. ``reason`` is shown to users verbatim (events, explain).
 
+    ``capacity`` is True when more free capacity (fleet, cluster, others' unused guarantees)
+    could make the job fit: only such refusals start a preemption (quota and policy
+    refusals never do).
+
     ``retry_at`` marks a time-dependent refusal: the job is re-examined then even if
     no capacity was freed. Without it, the engine re-examines the job only after
     something that could make it fit changes (capacity freed, queue edited, policy).
@@ -193,6 +206,7 @@ class Refusal:
     reason: str
     plugin: str = ""
     retry_at: Optional[float] = None
+    capacity: bool = False          # more free capacity could make it fit: only these refusals may preempt
 
 
 class FailureKind(str, enum.Enum):
@@ -227,6 +241,21 @@ class Admission:
     at: float
 
 
+@dataclass(frozen=True)
+class Preemption:
+    """Evict ``victims`` (whole jobs, every cluster they run on) so that ``preemptor`` can start.
+
+    The adapter carries it out (pods terminated after ``grace_period`` seconds) and calls
+    ``Engine.evicted`` for each victim once its workload is gone from every member."""
+
+    preemptor: str
+    victims: tuple[str, ...]
+    reason: str                     # e.g. "priority", "reclaim"
+    at: float
+    grace_period: float = 0.0
+    plugin: str = ""
+
+
 @dataclass
 class CycleResult:
     """Decisions of one scheduling cycle, for the adapter to carry out."""
@@ -235,3 +264,4 @@ class CycleResult:
     reasons: dict[str, str] = field(default_factory=dict)    # job id -> new pending reason (changes only)
     examined: int = 0                                         # jobs the cycle looked at (O(changes) check)
     full: bool = False                                        # whether the whole backlog was re-examined
+    preemptions: list[Preemption] = field(default_factory=list)

@@ -1,4 +1,4 @@
-"""The five-stage pipeline of one loaded policy, as pluggy hook callers.
+"""The six-stage pipeline of one loaded policy, as pluggy hook callers.
 
 Each stage gets its own PluginManager holding only the plugins the policy lists for
 that stage, registered in reverse so pluggy's last-in-first-out call order equals
@@ -128,7 +128,7 @@ def join_keys(parts: Sequence[Any]) -> tuple[Any, ...]:
 
 
 class Pipeline:
-    """Hook callers for enqueue → order → admit → place → recover."""
+    """Hook callers for enqueue → order → admit → place → preempt → recover."""
 
     def __init__(self, stages: dict[str, list[Plugin]], lookback: int = 0) -> None:
         self.stages = {stage: list(stages.get(stage, [])) for stage in STAGES}
@@ -149,6 +149,10 @@ class Pipeline:
         self.score = _caller(managers["place"].hook.atoll_score, [])
         self.place = _caller(managers["place"].hook.atoll_place, None)
         self.recover = _caller(managers["recover"].hook.atoll_recover, None)
+        self.preempt_rule = _caller(managers["preempt"].hook.atoll_preempt_rule, [])
+        self.protect = _caller(managers["preempt"].hook.atoll_protect, None)
+        self.victim_rank = _caller(managers["preempt"].hook.atoll_victim_rank, None)
+        self.has_preempt = bool(managers["preempt"].hook.atoll_preempt_rule.get_hookimpls())
         self.has_filter = bool(managers["place"].hook.atoll_filter.get_hookimpls())
         self.has_score = bool(managers["place"].hook.atoll_score.get_hookimpls())
         # every place plugin only ever uses clusters where the job's gang minimum fits: see Engine._place

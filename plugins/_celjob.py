@@ -63,15 +63,22 @@ def freeze(value: Any) -> Hashable:
 
 
 class JobCel:
-    """One compiled ``job`` expression and its results, keyed on what it reads."""
+    """One compiled ``job`` expression and its results, keyed on what it reads. With ``share`` (an object
+    living as long as one policy, e.g. its CelCompiler) results are shared by every JobCel of that policy
+    with the same expression text (job-priority's and priority-preemption's ``priority``): a result is a
+    function of its inputs only, so it is computed once for both."""
 
-    def __init__(self, expression: CelExpression) -> None:
+    def __init__(self, expression: CelExpression, share: Any = None) -> None:
         self.expression = expression
         fields = referenced_fields(expression.text)
         known = set(VARIABLES["job"]) & set(FIELDS)
         self.fields: Optional[tuple[str, ...]] = tuple(sorted(fields)) \
             if fields is not None and fields <= known else None
         self._results: CelCache[Hashable] = CelCache()
+        if share is not None:
+            shared: dict[tuple[str, Optional[tuple[str, ...]]], CelCache[Hashable]] = \
+                share.__dict__.setdefault("_atoll_job_cel_results", {})
+            self._results = shared.setdefault((expression.text, self.fields), self._results)
         self.evaluations = 0            # real CEL evaluations so far (tests and benchmarks read it)
 
     def evaluate(self, job: Job) -> tuple[Any, str]:

@@ -9,10 +9,13 @@ For a job of queue Q demanding d (all replicas: what admission books), per resou
 2. **deserved** (only with ``borrowing: false``): the same check against ``deserved``.
    With borrowing (the default) a queue may run beyond its deserved share on capacity
    nobody else is using, up to its capability; fair order (drf) decides who goes first.
-3. **fleet free and guarantees**: ``d <= fleet free - capacity protected from Q``, where
+3. **fleet free and guarantees**: ``d <= fleet free``; with ``lendGuarantees: false`` also
+   ``d <= fleet free - capacity protected from Q``, where
    the protected part is the unused guarantees of every queue outside Q's own line (see
    ``plugins._guarantees``). A queue below its guarantee therefore always finds its
    guarantee free (if the fleet has it), and no admission can eat into another queue's.
+   With ``lendGuarantees: true`` (the default) idle guarantees are lent to whoever has a
+   backlog, and the ``reclaim`` preempt plugin gives them back to their owner on demand.
 
 This is Volcano's capacity plugin (``realCapability = min(capability, total - other queues'
 guarantees)``) applied to what is actually free: other queues' *unused* guarantees are
@@ -42,12 +45,16 @@ class Capacity(Plugin):
     name = "capacity"
     stages = ("admit",)
     description = "queue capability/guarantee/deserved (hierarchical) and fleet free capacity"
-    DEFAULTS: ClassVar[dict[str, Any]] = {"guarantees": True, "borrowing": True, "fleetFree": True}
+    DEFAULTS: ClassVar[dict[str, Any]] = {"guarantees": True, "borrowing": True, "fleetFree": True,
+                                          "lendGuarantees": True}
 
     def __init__(self, config: dict[str, Any], cel: Any, where: str = "") -> None:
         super().__init__(config, cel, where)
         conf = settings(config, self.DEFAULTS)
-        self.guarantees: bool = bool(conf["guarantees"])
+        # lending idle guarantees (the default): other queues may use them; the reclaim plugin (preempt
+        # stage) takes them back when their owner needs them, so nothing is withheld idle
+        self.guarantees: bool = bool(conf["guarantees"]) and not bool(conf["lendGuarantees"])
+        self._honour = bool(conf["guarantees"])
         self.borrowing: bool = bool(conf["borrowing"])
         self.fleet_free: bool = bool(conf["fleetFree"])
         self.ledger = GuaranteeLedger()
@@ -136,7 +143,7 @@ class Capacity(Plugin):
             text = f"fleet has {resource} {qty(resource, have)} free, job requests {qty(resource, amount)}"
         if len(self._refusals) >= 4096:
             self._refusals.clear()
-        known = self._refusals[key] = Refusal(text, self.name)
+        known = self._refusals[key] = Refusal(text, self.name, capacity=amount <= whole)
         return known
 
 

@@ -1,5 +1,9 @@
 """drf (order): weighted, hierarchy-aware dominant-resource fairness across queues.
 
+With ``share: aboveGuarantee`` every ``allocated`` below is replaced by what the queue uses
+beyond its guarantee, per resource (``max(0, allocated[r] - guarantee[r])``: Kueue's fair
+sharing over nominal quotas), so queues within their guarantee all count 0.
+
 Definition implemented (see /work/shared/reference/anchors.md): **Volcano drf** share —
 ``share(q) = max over resources r of allocated_q[r] / total[r]`` with ``total`` the sum of
 allocatable over ready clusters (``FleetState.fleet_allocatable``) — divided by the
@@ -51,28 +55,36 @@ class Drf(Plugin):
     name = "drf"
     stages = ("order",)
     description = "weighted dominant-resource fair share across queues, compared level by level in a hierarchy"
-    DEFAULTS: ClassVar[dict[str, Any]] = {"hierarchical": True}
+    DEFAULTS: ClassVar[dict[str, Any]] = {"hierarchical": True, "share": "total"}
 
     def __init__(self, config: dict[str, Any], cel: Any, where: str = "") -> None:
         super().__init__(config, cel, where)
         conf = settings(config, self.DEFAULTS)
         self.hierarchical: bool = bool(conf["hierarchical"])
+        self.above_guarantee: bool = conf["share"] == "aboveGuarantee"
         resources = conf.get("resources")
         self.only: Optional[frozenset[str]] = frozenset(resources) if resources else None
 
+    def used(self, queue: Queue) -> Mapping[str, int]:
+        """What the share measures: all the queue uses, or (share: aboveGuarantee) what it uses beyond its guarantee."""
+        if not self.above_guarantee or not queue.guarantee:
+            return queue.allocated
+        guarantee = queue.guarantee
+        return {r: v - guarantee.get(r, 0) for r, v in queue.allocated.items() if v > guarantee.get(r, 0)}
+
     def share(self, queue: Queue, state: FleetState) -> float:
-        return weighted_share(queue.allocated, state.fleet_allocatable, queue.weight, self.only)
+        return weighted_share(self.used(queue), state.fleet_allocatable, queue.weight, self.only)
 
     @hookimpl
     def atoll_queue_order(self, queue: Queue, state: FleetState) -> tuple[tuple[Any, ...]]:
         total = state.fleet_allocatable
         only = self.only
-        own = weighted_share(queue.allocated, total, queue.weight, only)
+        own = weighted_share(self.used(queue), total, queue.weight, only)
         if not self.hierarchical or len(state.children(None)) == len(state.queues):
             return ((own,),)              # flat: equal shares are left to the next order plugins
         key: list[Any] = []
         for parent in reversed(state.ancestors(queue.name)):
-            key.append(weighted_share(parent.allocated, total, parent.weight, only))
+            key.append(weighted_share(self.used(parent), total, parent.weight, only))
             key.append(parent.name)
         key.append(own)
         key.append(queue.name)

@@ -62,8 +62,8 @@ class Gang(Plugin):
                 text = self._node_texts[job.min_pods] = (
                     f"gang needs {format_resources(need)} in one cluster and its pods ({pods_text(job.min_pods)}) "
                     f"on nodes: no ready cluster's nodes can hold them (node shapes from resource models)")
-            return Refusal(text, self.name)
-        return Refusal(self._reasons.get(_ACROSS if self.allow_split else _ONE, need, have), self.name)
+            return Refusal(text, self.name, capacity=True)
+        return Refusal(self._reasons.get(_ACROSS if self.allow_split else _ONE, need, have), self.name, capacity=True)
 
     # -- place ------------------------------------------------------------------------------
     @hookimpl
@@ -91,7 +91,7 @@ class Gang(Plugin):
         if not self.allow_split:
             on_nodes = f" on its nodes (pods: {pods_text(job.min_pods)})" if shaped else ""
             return Refusal(f"gang needs {format_resources(job.min_demand)} in one cluster; none of the "
-                           f"{len(clusters)} candidate cluster(s) has it free{on_nodes}", self.name)
+                           f"{len(clusters)} candidate cluster(s) has it free{on_nodes}", self.name, capacity=True)
         return self._split(job, clusters, state)
 
     def _split(self, job: Job, clusters: list[Cluster], state: FleetState) -> Union[Placement, Refusal]:
@@ -102,12 +102,12 @@ class Gang(Plugin):
         if missing:
             unplaced = ", ".join(f"{task}: {n}" for task, n in sorted(missing.items()))
             return Refusal(f"gang needs {format_resources(job.min_demand)} across clusters; the candidates "
-                           f"cannot hold the minimum (replicas left over: {unplaced})", self.name)
+                           f"cannot hold the minimum (replicas left over: {unplaced})", self.name, capacity=True)
         extras = {t.name: t.replicas - t.min_available for t in job.tasks}
         more, _, _ = pack_across(job.tasks, names, left, extras)
         placed = merge(placement, more)
         if not placed and any(t.replicas for t in job.tasks):
-            return Refusal("not a single replica fits in any candidate cluster", self.name)
+            return Refusal("not a single replica fits in any candidate cluster", self.name, capacity=True)
         return placed
 
 

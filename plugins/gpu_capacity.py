@@ -146,7 +146,7 @@ class GpuCapacity(Plugin):
         if refusal is not None:
             return refusal
         if not self.allow_split and not fits(minimum, state.max_free):
-            return Refusal(self._reasons.get(_ONE, minimum, state.max_free), self.name)
+            return Refusal(self._reasons.get(_ONE, minimum, state.max_free), self.name, capacity=True)
         models = self.wanted_models(job)
         if not models:
             return None
@@ -164,11 +164,12 @@ class GpuCapacity(Plugin):
             if fits(minimum, total):
                 return None
             return Refusal(f"needs {format_resources(minimum)} on GPU model {' or '.join(models)}; those clusters "
-                           f"have {format_resources({k: total.get(k, 0) for k in minimum})} free", self.name)
+                           f"have {format_resources({k: total.get(k, 0) for k in minimum})} free", self.name,
+                           capacity=True)
         if any(self._fits_here(job, minimum, state, name) for name in names):
             return None
         return Refusal(f"needs {format_resources(minimum)} in one cluster with GPU model {' or '.join(models)}; "
-                       f"none of its {len(names)} cluster(s) has that free", self.name)
+                       f"none of its {len(names)} cluster(s) has that free", self.name, capacity=True)
 
     def _quota(self, job: Job, want: Resources, state: FleetState) -> Optional[Refusal]:
         count = sum(want.values())

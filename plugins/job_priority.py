@@ -47,7 +47,7 @@ class JobPriority(Plugin):
         self.expression: Optional[JobCel] = None
         if text.strip() != _PLAIN:
             compiler = cel if cel is not None else CelCompiler()
-            self.expression = JobCel(compiler.compile(text, f"{self.where}.priority", ("job",), "int"))
+            self.expression = JobCel(compiler.compile(text, f"{self.where}.priority", ("job",), "int"), compiler)
         self._cache: CelCache[tuple[str, int, int, str]] = CelCache()
         self.cel_errors = 0
         self.fallbacks: dict[str, str] = {}

@@ -88,7 +88,7 @@ class KarmadaDivided(Plugin):
                 if self.when_short == "unschedulable":
                     return Refusal(f"Unschedulable: clusters resources are not enough to schedule task {task.name}: "
                                    f"max {total} replicas are supported, {task.replicas} needed "
-                                   "(karmada-scheduler DynamicWeight by AvailableReplicas)", self.name)
+                                   "(karmada-scheduler DynamicWeight by AvailableReplicas)", self.name, capacity=True)
                 if total == 0:
                     available = [(name, 1) for name, _ in available]
             for name, n in divide_by_available(available, task.replicas).items():

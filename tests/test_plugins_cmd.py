@@ -93,7 +93,7 @@ def test_validate_cli_accepts_and_rejects_configs_of_the_installed_plugin(instal
     out = run_atoll(installed, "policy", "validate", str(good))
     assert out.returncode == 0, out.stderr
     assert out.stdout == f"OK {good}: policy with-example (placementMode gate; enqueue: -; order: -; admit: -; " \
-                         "place: -; recover: max-attempts)\n"
+                         "place: -; preempt: -; recover: max-attempts)\n"
     out = run_atoll(installed, "policy", "validate", str(good), str(bad))
     assert out.returncode == 1
     assert out.stdout.startswith(f"OK {good}:")

@@ -163,7 +163,7 @@ def test_good_policy_fields_defaults_and_shared_instances() -> None:
     assert len(policy.digest) == 64
     assert policy.managed_workloads == {"kinds": ["batch/v1/Job"], "namespaces": {"include": ["team-*"], "exclude": []}}
     assert policy.pipeline.describe() == {"enqueue": ["t-priority"], "order": ["t-priority", "t-fifo"],
-                                          "admit": ["t-counter"], "place": ["t-counter"], "recover": []}
+                                          "admit": ["t-counter"], "place": ["t-counter"], "preempt": [], "recover": []}
     admit, place = policy.pipeline.stages["admit"][0], policy.pipeline.stages["place"][0]
     assert admit is place                                         # one instance shared by its stages
     assert policy.pipeline.stages["enqueue"][0] is policy.pipeline.stages["order"][0]
@@ -239,7 +239,7 @@ def test_schema_violation_names_field_and_allowed_values() -> None:
 def test_unknown_stage_with_suggestion() -> None:
     message = error(replace("    enqueue: [t-priority]", "    enqeue: [t-priority]"))
     assert message == ("p.yaml: spec.pipeline.enqeue (line 9): unknown stage 'enqeue' (did you mean 'enqueue'?); "
-                       "stages: enqueue, order, admit, place, recover")
+                       "stages: enqueue, order, admit, place, preempt, recover")
 
 
 def test_unknown_plugin_lists_known_ones() -> None:

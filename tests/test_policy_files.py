@@ -14,7 +14,7 @@ from engine.resources import parse_resources
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICIES = sorted((ROOT / "policies").glob("*.yaml"))
-SHIPPED = {"default.yaml", "karmada-fifo.yaml", "volcano-global.yaml"}
+SHIPPED = {"default.yaml", "karmada-fifo.yaml", "no-preemption.yaml", "volcano-global.yaml"}
 
 
 def test_the_three_shipped_policies_exist() -> None:

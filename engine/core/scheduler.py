@@ -17,12 +17,14 @@ any policy with a plugin that declares no ``verdict_key``) examines job by job.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 from typing import Hashable, Iterator, Optional
 
 from sortedcontainers import SortedList
 
+from engine.core.nomination import Preemptions
 from engine.core.backlog import Backlog, Entry, Group, ListSource, QueueWalk, Source, WalkSource
 from engine.core.state import FleetState
 from engine.model import (Admission, Cluster, CycleResult, Failure, Job, JobState, Placement, Queue, Recovery,
@@ -51,6 +53,7 @@ class Engine:
         self._epoch_seen = -1                          # capacity epoch of the last full cycle
         self._admissions = 0                           # bumps invalidate cached queue keys
         self._queue_keys: dict[str, tuple[int, tuple]] = {}
+        self._preempt = Preemptions(self.state, pipeline)     # victims and nominations (engine.core.nomination)
 
     # -- policy ----------------------------------------------------------------------
     def set_pipeline(self, pipeline: Pipeline) -> None:
@@ -60,10 +63,13 @@ class Engine:
         self._backlog.clear()
         self._pending.clear()
         self._queue_keys.clear()
+        self._preempt.set_pipeline(pipeline)
         for job in self.state.jobs.values():
             if job.state in (JobState.PENDING, JobState.REJECTED):
                 job.state = JobState.PENDING
                 self._enqueue(job)
+            elif job.state in (JobState.ADMITTED, JobState.RUNNING):
+                self._preempt.index(job, fresh=False)
         self._epoch_seen = -1
 
     # -- cluster and queue changes ------------------------------------------------
@@ -104,22 +110,37 @@ class Engine:
         self.state.hold(job)
         if running:
             self.state.mark_started(job, admitted_at)
+        self._preempt.index(job, fresh=False)
+
+    def adopt_evicting(self, job: Job, placement: Placement, preempted_by: str, since: float) -> None:
+        """Restore a victim whose eviction was under way before a restart (the intent is recorded on its
+        object): it holds its capacity until ``evicted``, and is no candidate victim again."""
+        self.adopt(job, placement, since)
+        self._preempt.running.discard(job.id)
+        job.state = JobState.EVICTING
+        job.preempted_by = preempted_by
+        job.evicted_at = since
+        job.pending_reason = f"preempted by {preempted_by} at t={since:g}; its workload is being removed"
 
     def update_job(self, job: Job) -> None:
         """The job's spec changed (same id). Waiting jobs are re-keyed; admitted ones re-charged,
         so a scale-up after admission is counted against quota and capacity."""
         old = self.state.jobs[job.id]
         for name in ("state", "attempts", "excluded_clusters", "not_before", "pending_reason", "placement",
-                     "admitted_at", "seq", "blocked_epoch"):
+                     "admitted_at", "seq", "blocked_epoch", "preemptions", "preempted_by", "nominated",
+                     "nominated_at", "victims", "evicted_at"):
             setattr(job, name, getattr(old, name))
         job.generation = old.generation + 1
         if old.state.holds_resources:
+            evicting = old.state is JobState.EVICTING
             self.state.release(old)
             job.placement = _rescale(old.placement or {}, job)
             self.state.hold(job)
-            if job.state is JobState.RUNNING:      # its pods exist: the next newer report counts them
+            if job.state in (JobState.RUNNING, JobState.EVICTING):   # its pods exist: the next newer report counts them
                 self.state.mark_started(job, self.state.now)
             self.state.jobs[job.id] = job
+            if not evicting:
+                self._preempt.index(job, fresh=False)
             return
         self._unindex(old)
         self.state.jobs[job.id] = job
@@ -131,8 +152,10 @@ class Engine:
         job = self.state.jobs.pop(job_id, None)
         if job is None:
             return
+        self._preempt.stop_holding(job, self._dirty)
         self.state.release(job)
         self._unindex(job)
+        self._preempt.drop(job)
         self._dirty.discard(job_id)
 
     def started(self, job_id: str, now: float) -> None:
@@ -147,15 +170,19 @@ class Engine:
         job = self.state.jobs.get(job_id)
         if job is None or job.state.finished:
             return
+        self._preempt.stop_holding(job, self._dirty)
         self.state.release(job, ended_at)
         self._unindex(job)
+        self._preempt.drop(job)
         job.state = JobState.SUCCEEDED if succeeded else JobState.FAILED
 
     def fail(self, job_id: str, failure: Failure, now: float) -> Recovery:
         """A failure signal: release what the job held and let the recover stage decide."""
         job = self.state.jobs[job_id]
+        self._preempt.stop_holding(job, self._dirty)
         self.state.release(job)
         self._unindex(job)
+        self._preempt.drop(job)
         recovery = self.pipeline.recover(job=job, failure=failure, state=self.state, now=now)
         if recovery is None:
             recovery = Recovery(requeue=False, reason=f"{failure.kind.value}: {failure.message or 'failed'}; "
@@ -182,6 +209,7 @@ class Engine:
         result = self._result = CycleResult(full=full)
         self.pipeline.cycle_start(state=state, now=now)
         self._queue_keys.clear()
+        self._preempt.cycle_start(self._dirty)
         self._memo.clear()
         sources = self._sources(full, now)
         self._dirty.clear()
@@ -274,7 +302,8 @@ class Engine:
         return key
 
     def _examine(self, job: Job, now: float, result: CycleResult) -> Optional[Refusal]:
-        """Examine one job: admit it (None) or refuse it (the Refusal, already recorded on the job)."""
+        """Admit ``job`` or keep it pending. Returns the refusal when it stays pending with nothing
+        changed, None when it was admitted or a preemption was issued for it (it is then nominated)."""
         state = self.state
         if job.not_before > now:
             # no retry_at: _enqueue already set the timer for not_before; another would pile up per cycle
@@ -285,12 +314,29 @@ class Engine:
             refusal = Refusal(f"queue {job.queue!r} does not exist", "engine")
             self._block(job, refusal, result)
             return refusal
+        booking = None
+        if job.nominated is not None:
+            waiting = self._preempt.still_waiting(job, now)
+            if waiting is not None:
+                self._block(job, waiting, result)
+                return waiting
+            booking = self._preempt.lift(job)
         refusal = self.pipeline.admit_positional(job, state)
-        if refusal is not None:
-            self._block(job, refusal, result)
-            return refusal
-        decided = self._place(job)
+        decided: Placement | Refusal = refusal if refusal is not None else self._place(job)
+        if booking is not None:
+            waiting = self._preempt.settle(job, booking, not isinstance(decided, Refusal), now)
+            if waiting is not None:
+                self._block(job, waiting, result)
+                return waiting
         if isinstance(decided, Refusal):
+            if decided.capacity and self.pipeline.has_preempt:
+                preemption, retry_at = self._preempt.attempt(job, now, self._fit)
+                if preemption is not None:
+                    result.preemptions.append(preemption)
+                    self._block(job, self._preempt.waiting(job, preemption.victims, preemption.reason), result)
+                    return None
+                if retry_at is not None:       # victims protected by a minimum runtime: look again then
+                    decided = dataclasses.replace(decided, retry_at=retry_at)
             self._block(job, decided, result)
             return decided
         job.state = JobState.ADMITTED
@@ -300,9 +346,34 @@ class Engine:
         job.pending_reason = ""
         self._unindex(job)
         state.hold(job)
+        self._preempt.index(job, fresh=True)
         self._admissions += 1
         result.admitted.append(Admission(job.id, job.queue, decided, now))
         return None
+
+    # -- preemption (engine.core.preempt) --------------------------------------------------
+    def _fit(self, job: Job) -> Optional[Placement]:
+        """The dry run of a preemption: the same admit and place calls as an examination."""
+        if self.pipeline.admit_positional(job, self.state) is not None:
+            return None
+        decided = self._place(job)
+        return None if isinstance(decided, Refusal) else decided
+
+    def evicted(self, job_id: str, now: float, ended_at: Optional[float] = None) -> None:
+        """A victim's workload is gone from every member it ran on: its capacity is released (with
+        ``ended_at``, credited at once as in ``finished``; otherwise seen at the next status report)
+        and it goes back to its queue as it was (identity, priority, arrival order), ``preemptions``
+        counted apart from failures."""
+        job = self.state.jobs.get(job_id)
+        if job is None or job.state is not JobState.EVICTING:
+            return
+        self._preempt.stop_holding(job, self._dirty)
+        self.state.release(job, ended_at)
+        job.state = JobState.PENDING
+        job.placement = None
+        job.preemptions += 1
+        job.pending_reason = f"preempted by {job.preempted_by} at t={job.evicted_at or now:g}; waiting to run again"
+        self._enqueue(job)
 
     def _place(self, job: Job) -> Placement | Refusal:
         state = self.state
@@ -337,7 +408,7 @@ class Engine:
             if reasons:
                 candidates = [c for c in candidates if c.name not in reasons]
             if not candidates:
-                return Refusal("no cluster fits: " + _summarise(reasons), "place")
+                return Refusal("no cluster fits: " + _summarise(reasons), "place", capacity=True)
         if self.pipeline.has_score and len(candidates) > 1:
             parts = self.pipeline.score(job=job, clusters=candidates, state=state)
             scores: dict[str, int] = parts[0] if len(parts) == 1 else {}
@@ -458,6 +529,11 @@ class Engine:
             lines.append("placement: " + ", ".join(f"{c}: {p}" for c, p in sorted(job.placement.items())))
         if job.excluded_clusters:
             lines.append("avoids: " + ", ".join(sorted(job.excluded_clusters)))
+        if job.preemptions or job.state is JobState.EVICTING:
+            when = f" at t={job.evicted_at:g}" if job.evicted_at is not None else ""
+            lines.append(f"preempted {job.preemptions} time(s); last by {job.preempted_by}{when}")
+        if job.nominated is not None:
+            lines.append("waiting for its victims to be gone: " + ", ".join(job.victims))
         notes = {name: self.state.node_note(name) for name in sorted(job.placement or self.state.clusters)}
         if len(set(notes.values())) == 1 and len(notes) > 1:
             lines.append(f"fit checked by: {next(iter(notes.values()))} (every cluster)")
@@ -478,7 +554,7 @@ def default_placement(job: Job, candidates: list[Cluster], state: FleetState) ->
             return Refusal(f"no ready cluster has room for the whole job ({format_resources(demand)}) on its "
                            f"nodes (node shapes from resource models)", "engine")
     return Refusal(f"no ready cluster has room for the whole job ({format_resources(demand)}); "
-                   f"the most free in one cluster is {format_resources(state.max_free)}", "engine")
+                   f"the most free in one cluster is {format_resources(state.max_free)}", "engine", capacity=True)
 
 
 def _summarise(reasons: dict[str, str], limit: int = 3) -> str:

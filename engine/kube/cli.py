@@ -75,6 +75,12 @@ def describe_binding(binding: dict[str, Any]) -> str:
         lines.append(f"why: {annotations.get(plan.PENDING_ANNOTATION, '(no reason recorded yet)')}")
     else:
         lines.append("state: not paused and not admitted by Atoll (unmanaged, or created while the webhook was off)")
+    if annotations.get(plan.EVICTING_ANNOTATION):
+        lines.append(f"evicting since {annotations[plan.EVICTING_ANNOTATION]}: its workload is being removed from "
+                     "its members")
+    if annotations.get(plan.PREEMPTED_BY_ANNOTATION):
+        lines.append(f"preempted by {annotations[plan.PREEMPTED_BY_ANNOTATION]} "
+                     f"({annotations.get(plan.PREEMPTIONS_ANNOTATION, '?')} time(s) in all)")
     return "\n".join(lines)
 
 

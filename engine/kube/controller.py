@@ -26,6 +26,8 @@ from engine.kube.translate import (DEFAULT_QUEUE, PriorityClasses, cluster_from_
                                    template_outcome,
                                    template_started)
 from engine.kube.webhook import PAUSED_ANNOTATION, ManagedSelector
+from engine.kube.eviction import EVICTION_TIMEOUT, Evictions
+from engine.kube.works import WorkIndex
 from engine.model import Failure, FailureKind, Job, JobState, Queue, Recovery
 from engine.pipeline import Pipeline
 from engine.resources import fits
@@ -37,7 +39,7 @@ UNSCHEDULED_GRACE = 30.0       # seconds a resumed binding may stay Scheduled=Fa
 STUCK_AFTER = 20.0             # seconds a pod may stay Unschedulable in its member: 2 x Karmada's status period
 
 
-class Controller:
+class Controller(Evictions):
     def __init__(self, pipeline: Pipeline, selector: ManagedSelector = ManagedSelector(), mode: str = "gate",
                  on_admit: Optional[Callable[[str, str, float], None]] = None, stuck_after: float = STUCK_AFTER
                  ) -> None:
@@ -58,6 +60,10 @@ class Controller:
         self.resumed_at: dict[str, float] = {}       # job id -> when we resumed it (gate mode)
         self.failure_seen: dict[str, str] = {}       # job id -> failure marker already acted on
         self.requeued: set[str] = set()              # jobs paused again after a failure: resume reschedules
+        self.works = WorkIndex()                     # binding -> its Works (metadata only)
+        self.evicting: dict[str, float] = {}         # victim job id -> when its eviction was issued
+        self.intents: dict[str, str] = {}            # binding carrying the eviction intent -> its preemptor
+        self.deferred: set[str] = set()              # preemptors not submitted until those victims are gone
         self.model_warnings: dict[str, str] = {}     # cluster -> why its resource model is not used
         self.on_admit = on_admit
         self.pending: list[Patch | Event] = []
@@ -80,6 +86,7 @@ class Controller:
         if tkey:
             self.by_template.setdefault(tkey, set()).add(key)
         self.dirty.add(key)
+        self.track_intent(key, new)
 
     def on_template(self, event: str, new: Optional[Obj], old: Optional[Obj]) -> None:
         obj = new or old
@@ -181,10 +188,13 @@ class Controller:
             lost, self.lost_clusters = self.lost_clusters, set()
             self._clusters_lost(lost, now, out)
         self._check_unscheduled(now, out)
+        self._check_evictions(now, out)
         self._check_stuck(now, out)
         result = self.engine.cycle(now)
         for adm in result.admitted:
             self._admitted(adm.job_id, adm.queue, adm.placement, now, out)
+        for preemption in result.preemptions:
+            self._preempt(preemption, now, out)
         for job_id, reason in result.reasons.items():
             obj = self.bindings.get(job_id)
             job = self.engine.state.jobs.get(job_id)
@@ -235,7 +245,7 @@ class Controller:
         if obj is None:
             if known is not None:
                 self.engine.remove_job(key)
-            for table in (self.fingerprints, self.invalid, self.resumed_at, self.failure_seen):
+            for table in (self.fingerprints, self.invalid, self.resumed_at, self.failure_seen, self.evicting):
                 table.pop(key, None)
             self.requeued.discard(key)
             return
@@ -246,7 +256,10 @@ class Controller:
             str(res.get("apiVersion", "")), str(res.get("kind", "")), str(res.get("namespace") or ""),
             str(meta(obj).get("namespace") or ""))
         if self.mode == "bind" and (spec or {}).get("schedulerName") != plan.SCHEDULER_NAME:
-            managed = managed and is_paused(obj)
+            # placed by karmada-scheduler (gate): ours once the webhook paused it, and still ours after Atoll
+            # resumed it (its admission stamp): its start and end must reach the engine, or it holds its
+            # in-flight reservation and its capacity for ever
+            managed = managed and (is_paused(obj) or plan.ADMITTED_ANNOTATION in (meta(obj).get("annotations") or {}))
         if not managed or tkey is None:
             if known is not None and not known.state.holds_resources:
                 self.engine.remove_job(key)
@@ -265,6 +278,8 @@ class Controller:
         fingerprint = job_fingerprint(job)
         if known is None:
             self.fingerprints[key] = fingerprint
+            if self._restore_preemption(key, obj, job, now, out) or self.defer_preemptor(key):
+                return
             if self._waiting(obj):
                 refusal = self.engine.submit(job)
                 if refusal is not None:
@@ -311,7 +326,7 @@ class Controller:
 
     def _lifecycle(self, key: str, obj: Obj, job: Job, template: Obj, now: float, out: list[Patch | Event]) -> None:
         """Finished, failed, started: from the template's status (Karmada aggregates members into it)."""
-        if not job.state.holds_resources:
+        if not job.state.holds_resources or job.state is JobState.EVICTING:
             return
         outcome = template_outcome(template)
         ref = binding_ref(obj)
@@ -377,7 +392,7 @@ class Controller:
 
     def _clusters_lost(self, lost: set[str], now: float, out: list[Patch | Event]) -> None:
         for key, job in list(self.engine.state.jobs.items()):
-            if not job.state.holds_resources:
+            if not job.state.holds_resources or job.state is JobState.EVICTING:
                 continue
             obj = self.bindings.get(key)
             # where it runs: spec.clusters once placed (in gate mode karmada-scheduler may have chosen other
@@ -451,9 +466,22 @@ class Controller:
     def explain(self, key: str) -> str:
         if key in self.invalid:
             return f"job {key}: not schedulable: {self.invalid[key]}"
-        return self.engine.explain(key)
+        text = self.engine.explain(key)
+        obj = self.bindings.get(key)
+        annotations = meta(obj).get("annotations") or {} if obj is not None else {}
+        if annotations.get(plan.PREEMPTED_BY_ANNOTATION):
+            text += (f"\npreempted by {annotations[plan.PREEMPTED_BY_ANNOTATION]} "
+                     f"({annotations.get(plan.PREEMPTIONS_ANNOTATION, '?')} time(s) in all)")
+        if key in self.evicting:
+            since = self.evicting[key]
+            left = self.works.clusters(key)
+            text += (f"\nevicting since {plan.stamp(since)}: " +
+                     (f"waiting for its Works to be gone on {', '.join(left)}" if left else "its Works are gone") +
+                     f" (capacity freed at the latest {plan.stamp(since + EVICTION_TIMEOUT)})")
+        return text
 
     def retry_later(self, item: Patch | Event) -> None:
         """An API write failed: carry it into the next step."""
         self.pending.append(item)
+
 

@@ -18,5 +18,7 @@ FAILURES = Counter("atoll_job_failures_total", "Failure signals handed to the re
 LEADER = Gauge("atoll_leader", "1 while this replica leads.")
 CACHE_OBJECTS = Gauge("atoll_cache_objects", "Objects held by each watch cache (set when scraped), so a test or an "
                       "operator can see the controller has caught up with the API server.", ["cache"])
+PREEMPTIONS = Counter("atoll_preemptions_total", "Jobs evicted so that another could start (one per victim), by the "
+                      "victim's queue and the preemption reason (e.g. priority, reclaim).", ["queue", "reason"])
 NODE_VIEW = Gauge("atoll_cluster_node_view", "1 when a cluster's fit is checked per node (resource models reported and "
                   "usable), 0 when on summed totals (set when scraped).", ["cluster"])

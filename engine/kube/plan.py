@@ -21,6 +21,9 @@ QUEUE_ANNOTATION = "atoll.dev/queue"
 ADMITTED_ANNOTATION = "atoll.dev/admitted-at"
 PENDING_ANNOTATION = "atoll.dev/pending-reason"
 CLUSTERS_ANNOTATION = "atoll.dev/clusters"
+PREEMPTED_BY_ANNOTATION = "atoll.dev/preempted-by"      # the job that last evicted this one (history)
+EVICTING_ANNOTATION = "atoll.dev/evicting-since"        # eviction intent: present until its Works are gone
+PREEMPTIONS_ANNOTATION = "atoll.dev/preemptions"        # times evicted (the policy's limit survives restarts)
 SCHEDULER_NAME = "atoll"
 MAX_ANNOTATION = 1000
 
@@ -69,7 +72,7 @@ class Patch:
 
     ref: BindingRef
     body: dict[str, Any]
-    why: str = ""                    # admit | pending | requeue | giveup | bind | bind-status
+    why: str = ""                    # admit | pending | requeue | giveup | bind | bind-status | evict | evicted
     content_type: str = MERGE_PATCH
     subresource: str = ""            # "status": the status subresource
 
@@ -133,6 +136,26 @@ def requeue_patch(queue: str, reason: str) -> dict[str, Any]:
     return {"metadata": {"annotations": {QUEUE_ANNOTATION: queue, PENDING_ANNOTATION: _short(reason),
                                          ADMITTED_ANNOTATION: None}},
             "spec": {"suspension": {"scheduling": True}, "clusters": None}}
+
+
+def evict_patch(queue: str, preemptor: str, reason: str, at: float, preemptions: int) -> dict[str, Any]:
+    """Preempted: record the intent and withdraw the workload from every member, in one atomic request.
+
+    Pausing and clearing spec.clusters (gate and bind mode alike) makes Karmada's binding controller delete the
+    binding's Works and the execution controller delete the member objects (and so their pods); the paused
+    binding is not placed again by karmada-scheduler. The annotations make the eviction survive a restart: a
+    binding carrying ``evicting-since`` is adopted as evicting (holding its capacity) until its Works are gone."""
+    why = f"preempted by {preemptor} ({reason}) at {stamp(at)}; its workload is being removed from its members"
+    return {"metadata": {"annotations": {QUEUE_ANNOTATION: queue, PENDING_ANNOTATION: _short(why),
+                                         ADMITTED_ANNOTATION: None, PREEMPTED_BY_ANNOTATION: preemptor,
+                                         EVICTING_ANNOTATION: stamp(at), PREEMPTIONS_ANNOTATION: str(preemptions)}},
+            "spec": {"suspension": {"scheduling": True}, "clusters": None}}
+
+
+def evicted_patch(queue: str, reason: str) -> dict[str, Any]:
+    """The victim's Works are gone: the intent is done, it waits in its queue like any paused job."""
+    return {"metadata": {"annotations": {QUEUE_ANNOTATION: queue, PENDING_ANNOTATION: _short(reason),
+                                         EVICTING_ANNOTATION: None}}}
 
 
 def binding_involved(ref: BindingRef) -> dict[str, str]:

@@ -26,6 +26,7 @@ from engine.kube import access, metrics, plan, policy_source
 from engine.kube.cache import WatchCache
 from engine.kube.controller import Controller
 from engine.kube.plan import Event
+from engine.kube.works import metadata_lister
 from engine.kube.accounting import accounting
 from engine.kube.writer import KubeApi, Writer
 
@@ -183,6 +184,10 @@ class Runner:
             elif new is not None and name and name not in self.member_pods and self.opts.stuck_after > 0:
                 self._start_member_pods(name)
 
+        def on_work(event: str, new: Any, old: Any) -> None:
+            if ctl.on_work(event, new, old):
+                self.wake.set()
+
         self.caches += [
             cache("clusters", lister("cluster.karmada.io", "v1alpha1", "clusters"), on_cluster),
             cache("queues", lister("scheduling.volcano.sh", "v1beta1", "queues"), ctl.on_queue),
@@ -193,6 +198,8 @@ class Runner:
             cache("resourcebindings", lister("work.karmada.io", "v1alpha2", "resourcebindings"), ctl.on_binding),
             cache("clusterresourcebindings", lister("work.karmada.io", "v1alpha2", "clusterresourcebindings"),
                   ctl.on_binding),
+            # metadata only, and a step only for a Work of a victim being evicted (see engine/kube/works.py)
+            WatchCache("works", metadata_lister(self.api_client), on_work, timeout_seconds=self.opts.watch_timeout),
         ]
         return self.caches
 

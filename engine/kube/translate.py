@@ -107,7 +107,7 @@ def queue_from_obj(obj: Obj) -> Queue:
         capability=parse_resources(capability, f"{where}: spec.capability", keep_zero=True) if capability else None,
         guarantee=parse_resources(guarantee.get("resource"), f"{where}: spec.guarantee.resource"),
         deserved=parse_resources(deserved, f"{where}: spec.deserved", keep_zero=True) if deserved else None,
-        labels=_labels(obj),
+        labels=_labels(obj), reclaimable=spec.get("reclaimable") is not False,    # Volcano: nil means true
     )
 
 

@@ -233,6 +233,15 @@ def _fmt(value: Any, unit: str = "") -> str:
     return f"{value}{unit}"
 
 
+def _work(resource: str, amount: float) -> str:
+    """Resource-seconds in the resource's own units: cpu in core-seconds, memory in GiB-seconds."""
+    if resource == "cpu":
+        return f"{amount / 1000:,.0f} core-s"
+    if resource == "memory":
+        return f"{amount / 2**30:,.0f} GiB-s"
+    return f"{amount:,.0f} unit-s"
+
+
 def _pct(value: Optional[float]) -> str:
     return UNDEFINED if value is None else f"{100 * value:.1f}%"
 
@@ -262,6 +271,12 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
     table.add_row("attempts", ", ".join(f"{n} {k}" for k, n in s["attempts"]["byOutcome"].items()) or "0")
     table.add_row("wait (submit to start)", f"p50 {_fmt(s['wait']['p50'], 's')}, p95 {_fmt(s['wait']['p95'], 's')}, "
                                             f"max {_fmt(s['wait']['max'], 's')}")
+    pre = s["preemption"]
+    if pre["preemptions"]:
+        lost = ", ".join(f"{k} {_work(k, v)}" for k, v in pre["workLost"].items())
+        table.add_row("preemption", f"{pre['preemptions']} preemptions, {pre['jobsEvicted']} jobs evicted "
+                                    f"(at most {pre['mostPerJob']} times one job); work lost: {lost or 'none'}, "
+                                    f"{pre['gpuHoursLost']:g} GPU-hours")
     held, useful = s["utilisation"]["held"], s["utilisation"]["useful"]
     for name in held:
         table.add_row(f"{name} held / useful", f"{_pct(held[name])} / {_pct(useful.get(name))}")

@@ -6,6 +6,9 @@ Faithfulness rules (see docs/simulator.md):
   engine's in-flight reservations cover its own admissions (``Engine.started`` marks
   when the pods exist, so the next newer report replaces the reservation).
 * Node placement happens inside each member (``members.Member``), after admission.
+* Preemption is carried out as a member does it: the victim's pods are terminated after
+  the rule's grace period (its attempt ends ``Preempted``, naming the preemptor), and the
+  engine sees the freed capacity at the next status report; the victim is requeued.
 * Cycles are event-driven (submissions, finishes, failures, changed status reports,
   engine timers), at most one per ``schedulePeriod``: a controller batches too.
 """
@@ -20,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from engine.core.scheduler import Engine
-from engine.model import Admission, Failure, FailureKind, JobState, Placement
+from engine.model import Admission, Failure, FailureKind, JobState, Placement, Preemption
 from engine.pipeline import Pipeline
 from engine.resources import PODS, Resources, add_into, dominant_share
 from engine.sim.karmada import karmada_place
@@ -28,7 +31,7 @@ from engine.sim.members import Member
 from engine.sim.scenario import ClusterEvent, JobSpec, Scenario
 
 # event kinds, in the order they are applied within one timestamp
-FINISH, CLUSTER, DEADLINE, STATUS, SUBMIT, CYCLE = range(6)
+FINISH, CLUSTER, DEADLINE, STATUS, SUBMIT, CYCLE, EVICT = range(7)
 Progress = Callable[[float, int, int], None]
 
 
@@ -40,6 +43,7 @@ class Attempt:
     end_time: Optional[float] = None
     outcome: str = "Unfinished"
     message: str = ""
+    preempted_by: str = ""             # outcome Preempted: the job it was evicted for
     placed_time: Optional[float] = None   # when its pods were created in members (gate: karmada-scheduler placed it)
 
 
@@ -224,6 +228,8 @@ class Simulation:
             self._status_tick()
         elif kind == CYCLE:
             self._cycle_pending = False
+        elif kind == EVICT:
+            self._evict(*payload)
 
     def _submit(self, spec: JobSpec) -> None:
         refusal = self.engine.submit(spec.build())
@@ -245,6 +251,8 @@ class Simulation:
                 self.jobs[job_id].reasons.append((self.now, reason))
         for admission in result.admitted:
             self._dispatch(admission)
+        for preemption in result.preemptions:
+            self._preempt(preemption)
 
     # -- carrying out decisions ------------------------------------------------------------
     def _dispatch(self, admission: Admission) -> None:
@@ -296,6 +304,31 @@ class Simulation:
                            f"no node of {cluster} can host these pods (the member scheduler reports Unschedulable)")
                 return
             member.add(job.id, {t: n for t, n in replicas.items() if n}, tasks)
+
+    def _preempt(self, preemption: Preemption) -> None:
+        """Karmada removes each victim's workload from its members; pods get the grace period."""
+        for victim in preemption.victims:
+            sim = self.jobs[victim]
+            self._push(self.now + preemption.grace_period, EVICT,
+                       (victim, len(sim.attempts), preemption.preemptor, preemption.reason))
+
+    def _evict(self, job_id: str, attempt_no: int, preemptor: str, reason: str) -> None:
+        sim = self.jobs[job_id]
+        job = self.engine.state.jobs.get(job_id)
+        if len(sim.attempts) != attempt_no or sim.attempts[-1].outcome != "Unfinished" \
+                or job is None or job.state is not JobState.EVICTING:
+            return                               # it ended on its own during the grace period
+        attempt = sim.attempts[-1]
+        self._release(job_id, attempt)
+        attempt.end_time, attempt.outcome, attempt.preempted_by = self.now, "Preempted", preemptor
+        attempt.message = f"preempted by {preemptor} ({reason})"
+        if attempt.start_time is None:
+            self._unstarted_admitted -= 1
+        else:
+            self._running -= 1
+            add_into(self._running_demand, _demand(sim.spec), -1)
+        self.engine.evicted(job_id, self.now)    # capacity: seen at the member's next status report
+        self._dirty = True
 
     def _schedule_members(self) -> None:
         for member in self.members.values():

@@ -46,6 +46,7 @@ def job_record(sim: SimJob) -> dict[str, Any]:
             "endTime": _r(a.end_time),
             "outcome": a.outcome,
             "message": a.message,
+            **({"preemptedBy": a.preempted_by} if a.preempted_by else {}),
             "placement": {c: dict(sorted(p.items())) for c, p in sorted(a.placement.items())},
             "placedTime": _r(a.placed_time),
         } for a in sim.attempts],
@@ -151,12 +152,39 @@ def summarise(result: SimResult) -> dict[str, Any]:
         "wait": {"p50": _r(percentile(waits, 50)), "p95": _r(percentile(waits, 95)),
                  "max": _r(max(waits, default=None))},
         "utilisation": {"held": util(result.held), "useful": util(useful)},
+        "preemption": preemption_summary(jobs),
         "queues": queue_shares(result),
         "pendingReasons": pending_reasons(result),
         "simulation": {"wallSeconds": _r(result.wall_seconds), "cycles": result.cycles,
                        "jobsExamined": result.examined, "endTime": _r(result.end_time),
                        "horizonReached": result.horizon_reached},
     }
+
+
+def preemption_summary(jobs: list[SimJob]) -> dict[str, Any]:
+    """Preemptions (attempts ended ``Preempted``), distinct jobs evicted, the most times one job was, and
+    the work lost: what preempted attempts had run (resource-seconds; GPU-hours), all redone later."""
+    lost: dict[str, float] = {}
+    preemptions, evicted, most = 0, 0, 0
+    for j in jobs:
+        times = 0
+        demand: dict[str, int] = {}
+        for t in j.spec.tasks:
+            add_into(demand, scale(t.resources, t.replicas))
+        for a in j.attempts:
+            if a.outcome != "Preempted":
+                continue
+            times += 1
+            if a.start_time is not None and a.end_time is not None:
+                for name, amount in demand.items():
+                    if name != PODS:
+                        lost[name] = lost.get(name, 0.0) + amount * (a.end_time - a.start_time)
+        preemptions += times
+        evicted += 1 if times else 0
+        most = max(most, times)
+    gpu_seconds = sum(v for k, v in lost.items() if k.endswith("gpu"))
+    return {"preemptions": preemptions, "jobsEvicted": evicted, "mostPerJob": most,
+            "workLost": {k: _r(v, 1) for k, v in sorted(lost.items())}, "gpuHoursLost": _r(gpu_seconds / 3600, 3)}
 
 
 def queue_shares(result: SimResult) -> dict[str, Any]:

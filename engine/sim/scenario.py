@@ -131,7 +131,7 @@ class Scenario:
         return [Queue(q.name, parent=q.parent, weight=q.weight, priority=q.priority, open=q.open,
                       capability=dict(q.capability) if q.capability is not None else None,
                       guarantee=dict(q.guarantee), deserved=dict(q.deserved) if q.deserved is not None else None,
-                      labels=dict(q.labels)) for q in self.queues]
+                      labels=dict(q.labels), reclaimable=q.reclaimable) for q in self.queues]
 
     @property
     def fleet_allocatable(self) -> Resources:
@@ -208,7 +208,7 @@ def _build(raw: dict[str, Any], source: str, seed_override: Optional[int]) -> Sc
             capability=parse_resources(q["capability"], at(f"{where}.capability"), keep_zero=True) if "capability" in q else None,
             guarantee=parse_resources(q.get("guarantee"), at(f"{where}.guarantee")),
             deserved=parse_resources(q["deserved"], at(f"{where}.deserved"), keep_zero=True) if "deserved" in q else None,
-            labels=dict(q.get("labels", {}))))
+            labels=dict(q.get("labels", {})), reclaimable=bool(q.get("reclaimable", True))))
     _unique([q.name for q in queues], at("queues"), "queue")
     queue_names = {q.name for q in queues}
     for i, q in enumerate(queues):

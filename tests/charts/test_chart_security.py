@@ -22,6 +22,7 @@ CONTROLLER_CLUSTER_RULES: set[Rule] = {
     *{("work.karmada.io", r, v, ()) for r in ("resourcebindings", "clusterresourcebindings")
       for v in ("list", "watch", "patch")},
     ("work.karmada.io", "resourcebindings/status", "patch", ()),
+    *{("work.karmada.io", "works", v, ()) for v in ("list", "watch")},
     ("work.karmada.io", "clusterresourcebindings/status", "patch", ()),
     ("", "events", "create", ()),
     ("cluster.karmada.io", "clusters/proxy", "get", ()),     # members' unbound pods (engine/kube/stuck.py)

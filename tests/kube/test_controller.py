@@ -247,6 +247,16 @@ def test_member_job_failure_from_aggregated_status_is_acted_on_once() -> None:
     assert patches(ctl.step(12.0), "requeue") == []      # the same failure is not acted on twice
 
 
+def test_the_default_policy_runs_with_its_preempt_stage_and_lends_guarantees() -> None:
+    """The Kubernetes adapter evicts (engine/kube/eviction.py): the preempt stage runs, idle guarantees are lent."""
+    from engine.policy import load_policy
+    from tests.core.test_preempt import ROOT_POLICY
+
+    policy = load_policy(ROOT_POLICY)
+    ctl = Controller(policy.pipeline)
+    assert ctl.engine.pipeline.stages["preempt"] and ctl.engine.pipeline.has_preempt
+    capacity = next(p for p in ctl.engine.pipeline.stages["admit"] if p.name == "capacity")
+    assert getattr(capacity, "guarantees") is False
 def test_a_job_larger_than_the_whole_fleet_waits_with_a_warning() -> None:
     """It cannot run until the fleet grows: a Warning, unlike a job that only waits its turn (Normal)."""
     from plugins.capacity import Capacity

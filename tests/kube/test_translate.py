@@ -115,3 +115,11 @@ def test_template_outcome_and_started() -> None:
 def test_queue_capability_of_zero_means_none_not_unlimited() -> None:
     q = queue_from_obj(o.queue("cpu-only", capability={"cpu": "40", "nvidia.com/gpu": "0"}))
     assert q.capability == {"cpu": 40_000, "nvidia.com/gpu": 0}
+
+
+def test_volcano_queue_reclaimable() -> None:
+    """spec.reclaimable: false is honoured by the reclaim plugin; nil (absent) means true, as in Volcano."""
+    assert queue_from_obj(o.queue("a")).reclaimable is True
+    obj = o.queue("b")
+    obj["spec"]["reclaimable"] = False
+    assert queue_from_obj(obj).reclaimable is False

@@ -8,6 +8,8 @@ from plugins.fifo import Fifo
 from plugins.queue_priority import QueuePriority
 from plugins.queue_state import QueueState
 from plugins.volcano_capacity import VolcanoCapacity
+
+KEEP = {"lendGuarantees": False}      # these tests are about guarantees kept free (lending is the default)
 from tests.plugins.queue_helpers import admitted, cluster, engine_with, job, queue, res
 
 
@@ -33,7 +35,7 @@ def test_closed_parent_closes_its_children() -> None:
 
 
 def test_capability_refusal_is_precise_and_has_no_retry_time() -> None:
-    cap = Capacity({}, None)
+    cap = Capacity(KEEP, None)
     engine = engine_with(order=[Fifo({}, None)], admit=[cap])
     engine.upsert_cluster(cluster("m1", cpu="1000"))
     engine.upsert_queue(queue("team-a", capability=res(cpu="200")))
@@ -48,7 +50,7 @@ def test_capability_refusal_is_precise_and_has_no_retry_time() -> None:
 
 
 def test_resources_not_in_capability_are_unlimited() -> None:
-    engine = engine_with(admit=[Capacity({}, None)])
+    engine = engine_with(admit=[Capacity(KEEP, None)])
     engine.upsert_cluster(cluster("m1", cpu="100", memory="1000Gi"))
     engine.upsert_queue(queue("q", capability=res(memory="1Gi")))
     engine.submit(job("cpu-only", q="q", cpu="50"))
@@ -56,7 +58,7 @@ def test_resources_not_in_capability_are_unlimited() -> None:
 
 
 def test_parent_capability_caps_the_sum_of_children() -> None:
-    engine = engine_with(order=[Fifo({}, None)], admit=[Capacity({}, None)])
+    engine = engine_with(order=[Fifo({}, None)], admit=[Capacity(KEEP, None)])
     engine.upsert_cluster(cluster("m1", cpu="100"))
     engine.upsert_queue(queue("org", capability=res(cpu="10")))
     engine.upsert_queue(queue("a", parent="org"))
@@ -70,7 +72,7 @@ def test_parent_capability_caps_the_sum_of_children() -> None:
 
 
 def test_fleet_free_is_never_oversubscribed_by_uncapped_queues() -> None:
-    engine = engine_with(order=[Fifo({}, None)], admit=[Capacity({}, None)])
+    engine = engine_with(order=[Fifo({}, None)], admit=[Capacity(KEEP, None)])
     engine.upsert_cluster(cluster("m1", cpu="4"))
     engine.upsert_cluster(cluster("m2", cpu="4"))
     engine.upsert_queue(queue("a"))
@@ -83,7 +85,7 @@ def test_fleet_free_is_never_oversubscribed_by_uncapped_queues() -> None:
 
 
 def test_guarantee_is_kept_free_from_other_queues_and_usable_by_its_owner() -> None:
-    engine = engine_with(order=[Fifo({}, None)], admit=[Capacity({}, None)])
+    engine = engine_with(order=[Fifo({}, None)], admit=[Capacity(KEEP, None)])
     engine.upsert_cluster(cluster("m1", cpu="10"))
     engine.upsert_queue(queue("prod", guarantee=res(cpu="6")))
     engine.upsert_queue(queue("dev"))
@@ -99,7 +101,7 @@ def test_guarantee_is_kept_free_from_other_queues_and_usable_by_its_owner() -> N
 
 
 def test_queue_beyond_its_guarantee_borrows_only_unreserved_capacity() -> None:
-    engine = engine_with(order=[Fifo({}, None)], admit=[Capacity({}, None)])
+    engine = engine_with(order=[Fifo({}, None)], admit=[Capacity(KEEP, None)])
     engine.upsert_cluster(cluster("m1", cpu="10"))
     engine.upsert_queue(queue("a", guarantee=res(cpu="3")))
     engine.upsert_queue(queue("b", guarantee=res(cpu="3")))
@@ -113,7 +115,7 @@ def test_queue_beyond_its_guarantee_borrows_only_unreserved_capacity() -> None:
 
 
 def test_hierarchical_guarantee_protects_a_subtree_and_lets_its_children_share_it() -> None:
-    engine = engine_with(order=[Fifo({}, None)], admit=[Capacity({}, None)])
+    engine = engine_with(order=[Fifo({}, None)], admit=[Capacity(KEEP, None)])
     engine.upsert_cluster(cluster("m1", cpu="10"))
     engine.upsert_queue(queue("org", guarantee=res(cpu="6")))
     engine.upsert_queue(queue("t1", parent="org"))
@@ -131,7 +133,7 @@ def test_hierarchical_guarantee_protects_a_subtree_and_lets_its_children_share_i
 
 
 def test_borrowing_off_makes_deserved_a_hard_limit() -> None:
-    engine = engine_with(order=[Fifo({}, None)], admit=[Capacity({"borrowing": False}, None)])
+    engine = engine_with(order=[Fifo({}, None)], admit=[Capacity({**KEEP, "borrowing": False}, None)])
     engine.upsert_cluster(cluster("m1", cpu="10"))
     engine.upsert_queue(queue("q", deserved=res(cpu="2")))
     engine.submit(job("j1", q="q", cpu="1", submit=0))
@@ -139,7 +141,7 @@ def test_borrowing_off_makes_deserved_a_hard_limit() -> None:
     assert admitted(engine) == ["j1"]
     assert engine.state.jobs["j"].pending_reason == \
         "queue q deserved share cpu 2 would be exceeded: 1 used + 2 requested"
-    borrowing = engine_with(admit=[Capacity({}, None)])
+    borrowing = engine_with(admit=[Capacity(KEEP, None)])
     borrowing.upsert_cluster(cluster("m1", cpu="10"))
     borrowing.upsert_queue(queue("q", deserved=res(cpu="2")))
     borrowing.submit(job("j", q="q", cpu="3"))
@@ -147,7 +149,7 @@ def test_borrowing_off_makes_deserved_a_hard_limit() -> None:
 
 
 def test_guarantee_ledger_follows_releases_and_queue_edits() -> None:
-    engine = engine_with(order=[Fifo({}, None)], admit=[Capacity({}, None)])
+    engine = engine_with(order=[Fifo({}, None)], admit=[Capacity(KEEP, None)])
     engine.upsert_cluster(cluster("m1", cpu="10"))
     engine.upsert_queue(queue("prod", guarantee=res(cpu="5")))
     engine.upsert_queue(queue("dev"))
@@ -162,7 +164,7 @@ def test_guarantee_ledger_follows_releases_and_queue_edits() -> None:
 
 
 def test_volcano_capacity_is_the_naive_baseline() -> None:
-    engine = engine_with(order=[Fifo({}, None)], admit=[VolcanoCapacity({}, None)])
+    engine = engine_with(order=[Fifo({}, None)], admit=[VolcanoCapacity(KEEP, None)])
     engine.upsert_cluster(cluster("m1", cpu="10"))
     engine.upsert_queue(queue("a", capability=res(cpu="6")))
     engine.upsert_queue(queue("b"))
@@ -175,13 +177,13 @@ def test_volcano_capacity_is_the_naive_baseline() -> None:
     assert engine.state.jobs["b1"].pending_reason == \
         "queue b fleet allocatable cpu 10 would be exceeded: 0 used + 11 requested"
     # no free-capacity check: it lets b claim what a already holds (placement then fails)
-    plugin = VolcanoCapacity({}, None)
+    plugin = VolcanoCapacity(KEEP, None)
     assert plugin.atoll_admit(job("b2", q="b", cpu="10"), engine.state) is None
     assert engine.state.jobs["a1"].state is JobState.ADMITTED
 
 
 def test_guarantee_used_up_in_this_cycle_frees_the_rest_for_others_in_the_same_cycle() -> None:
-    engine = engine_with(order=[QueuePriority({}, None), Fifo({}, None)], admit=[Capacity({}, None)])
+    engine = engine_with(order=[QueuePriority({}, None), Fifo({}, None)], admit=[Capacity(KEEP, None)])
     engine.upsert_cluster(cluster("m1", cpu="10"))
     engine.upsert_queue(queue("prod", guarantee=res(cpu="6"), priority=1))
     engine.upsert_queue(queue("dev"))
@@ -191,7 +193,7 @@ def test_guarantee_used_up_in_this_cycle_frees_the_rest_for_others_in_the_same_c
 
 
 def test_demands_that_can_never_fit_say_so() -> None:
-    engine = engine_with(admit=[Capacity({}, None)])
+    engine = engine_with(admit=[Capacity(KEEP, None)])
     engine.upsert_cluster(cluster("m1", cpu="10"))
     engine.upsert_queue(queue("small", capability=res(cpu="4")))
     engine.upsert_queue(queue("big"))

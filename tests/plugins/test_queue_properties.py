@@ -112,7 +112,7 @@ def scenarios(draw: Any) -> dict[str, Any]:
 
 def build(scenario: dict[str, Any], audit: bool) -> Engine:
     prio = JobPriority({}, None)
-    capacity = Capacity({}, None)
+    capacity = Capacity({"lendGuarantees": False}, None)   # guarantees kept free, not lent
     admit: list[Plugin] = [QueueState({}, None), capacity]
     if audit:
         admit.append(Auditor(capacity))

@@ -1,0 +1,181 @@
+"""The engine's side of preemption: possible victims, preemptors' nominations, evictions under way.
+
+``Engine`` owns one ``Preemptions``. It keeps the ``RunningIndex`` of possible victims (only
+when the policy has a preempt stage), runs a ``VictimSearch`` for a job refused for lack of
+capacity (``attempt``), marks the victims ``Evicting`` and books the preemptor's nomination in
+FleetState with a deadline; the preemptor then waits (``waiting``) until its victims are gone
+and is examined with its own booking lifted (``lift`` / ``settle``). Pure and synchronous.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Hashable, Optional
+
+from engine.core.preempt import PreemptRule, RunningIndex, VictimSearch, booked
+from engine.core.state import FleetState
+from engine.model import Job, JobState, Placement, Preemption, Refusal
+from engine.resources import Resources
+from engine.pipeline import Pipeline
+
+DRY_RUNS_PER_CYCLE = 512
+"""Preemption dry runs one cycle may spend; refused jobs left without one look again at the next capacity
+change (the evictions issued this cycle make one)."""
+
+Booking = tuple[dict[str, Resources], dict[str, Resources]]
+
+
+class Preemptions:
+    def __init__(self, state: FleetState, pipeline: Pipeline) -> None:
+        self.state = state
+        self.pipeline = pipeline
+        self.running = RunningIndex()                  # possible victims (only with a preempt stage)
+        self.deadline: dict[str, float] = {}           # nominee -> when its booking is given up
+        self.awaiting: set[str] = set()                # nominees whose victims are all gone
+        self._dry_runs = [DRY_RUNS_PER_CYCLE]
+        # keys (see _key) of jobs that found no eligible victim at all this cycle: within a cycle capacity
+        # and candidates only shrink, so a job with the same key finds none either
+        self._hopeless: set[Hashable] = set()
+        self._keys: dict[str, tuple[Job, int, int, str, Optional[Hashable]]] = {}    # per job version
+
+    def set_pipeline(self, pipeline: Pipeline) -> None:
+        self.pipeline = pipeline
+        self.running = RunningIndex()
+        self._keys.clear()
+
+    def cycle_start(self, dirty: set[str]) -> None:
+        """This cycle's admissions become candidates; nominees whose victims are gone look again (their
+        capacity shows with a status report, which need not move the capacity epoch)."""
+        self.running.settle()
+        self._dry_runs = [DRY_RUNS_PER_CYCLE]
+        self._hopeless.clear()
+        dirty.update(self.awaiting)
+
+    # -- victims ---------------------------------------------------------------------------------
+    def index(self, job: Job, fresh: bool) -> None:
+        if self.pipeline.has_preempt:
+            rank = self.pipeline.victim_rank(job=job, state=self.state)
+            self.running.add(job, job.priority if rank is None else rank, fresh)
+
+    def stop_holding(self, job: Job, dirty: set[str]) -> None:
+        """``job`` is about to release its capacity: no candidate victim any more, and if it is a victim
+        its preemptor's nomination now books what it held (the preemptor looks again once all are gone)."""
+        self.running.discard(job.id)
+        if job.state is not JobState.EVICTING:
+            return
+        jobs = self.state.jobs
+        preemptor = jobs.get(job.preempted_by)
+        if preemptor is not None and job.id in preemptor.victims:
+            self.state.victim_gone(preemptor.id, job)
+            if not any(v != job.id and v in jobs and jobs[v].state.holds_resources for v in preemptor.victims):
+                self.awaiting.add(preemptor.id)
+                dirty.add(preemptor.id)
+
+    # -- preemptors ------------------------------------------------------------------------------
+    def attempt(self, job: Job, now: float, fit: Callable[[Job], Optional[Placement]]
+                ) -> tuple[Optional[Preemption], Optional[float]]:
+        """Try to free capacity for ``job``: (the preemption issued, or None and when protected victims
+        become eligible if that is why none was)."""
+        state = self.state
+        if not self.running or self._dry_runs[0] <= 0:   # nobody to evict, or this cycle's budget is spent
+            return None, None
+        key = self._key(job)
+        if key is not None and key in self._hopeless:
+            return None, None
+        rules: list[PreemptRule] = self.pipeline.preempt_rule(job=job, state=state, now=now)
+        if not rules:
+            return None, None
+        protect = self.pipeline.protect
+
+        def protected(preemptor: Job, victim: Job, rule: PreemptRule) -> Optional[str]:
+            return protect(preemptor=preemptor, victim=victim, rule=rule, state=state, now=now)
+
+        search = VictimSearch(state, self.running, fit, protected, now, self._dry_runs)
+        found = search.run(job, rules)
+        if found is None:
+            if key is not None and search.hopeless and search.protected_until is None:
+                self._hopeless.add(key)
+            return None, search.protected_until
+        if not found.victims:          # it fits on what earlier evictions free beyond their claims: no victim
+            return None, None          # of its own; the epoch moves when they are gone
+        rule = found.rule
+        ids = tuple(v.id for v in found.victims)
+        for victim in found.victims:
+            self.running.discard(victim.id)
+            victim.state = JobState.EVICTING
+            victim.preempted_by = job.id
+            victim.evicted_at = now
+            victim.pending_reason = f"preempted by {job.id} ({rule.reason}) at t={now:g}"
+        job.nominated = found.placement
+        job.nominated_at = now
+        job.victims = ids
+        state.nominate(job.id, booked(job, found.placement), list(found.victims))
+        self.deadline[job.id] = now + rule.nomination_timeout
+        return Preemption(job.id, ids, rule.reason, now, rule.grace_period, rule.plugin), None
+
+    def _key(self, job: Job) -> Optional[Hashable]:
+        """What the preempt stage's rules read of ``job`` (its plugins' ``verdict_key``s) and what the
+        engine's own rules read (queue line, the job that evicted it); None if a plugin declares none."""
+        known = self._keys.get(job.id)
+        if known is not None and known[0] is job and known[1:4] == (job.generation, job.attempts, job.preempted_by):
+            return known[4]
+        key: Optional[Hashable] = (job.queue, job.preempted_by)
+        parts = []
+        for plugin in self.pipeline.stages["preempt"]:
+            declared = getattr(plugin, "verdict_key", None)
+            part = declared(job) if callable(declared) else None
+            if part is None:
+                key = None
+                break
+            parts.append(part)
+        if key is not None:
+            key = (job.queue, job.preempted_by, tuple(parts))
+        if len(self._keys) >= 200_000:
+            self._keys.clear()
+        self._keys[job.id] = (job, job.generation, job.attempts, job.preempted_by, key)
+        return key
+
+    def waiting(self, job: Job, victims: tuple[str, ...], reason: str) -> Refusal:
+        shown = ", ".join(victims[:3]) + (f" and {len(victims) - 3} more" if len(victims) > 3 else "")
+        deadline = self.deadline.get(job.id, 0.0)
+        # retry_at: a nominee's refusal is its own (never shared with jobs of the same verdict key)
+        return Refusal(f"preempting {len(victims)} job(s) for it ({reason}): {shown}; their capacity is held "
+                       f"for it until they are gone (at the latest t={deadline:g})", "preempt", retry_at=deadline)
+
+    def still_waiting(self, job: Job, now: float) -> Optional[Refusal]:
+        """A nominee waits while its victims still hold capacity, until its deadline."""
+        jobs = self.state.jobs
+        left = tuple(v for v in job.victims if v in jobs and jobs[v].state.holds_resources)
+        if left and now < self.deadline.get(job.id, now):
+            return self.waiting(job, left, "waiting")
+        return None
+
+    def lift(self, job: Job) -> Optional[Booking]:
+        """Its own booking is room for the nominee, not against it: lift it for its examination."""
+        return self.state.unnominate(job.id)
+
+    def settle(self, job: Job, booking: Booking, admitted: bool, now: float) -> Optional[Refusal]:
+        """After the lifted examination: admitted, or past its deadline, the nomination ends; otherwise
+        (the victims are gone but their capacity does not show yet) it is booked again and the nominee
+        waits, never preempting again for the same need."""
+        deadline = self.deadline.get(job.id, now)
+        if not admitted and now < deadline:
+            self.state.renominate(job.id, booking)
+            return Refusal(f"its victims are gone; waiting for their capacity to show in the clusters' status "
+                           f"(held for it until t={deadline:g})", "preempt", retry_at=deadline)
+        self.clear(job, freed=not admitted)
+        return None
+
+    def drop(self, job: Job) -> None:
+        """The nominee left (finished, failed, removed): its booking is free for everyone."""
+        if job.nominated is not None:
+            self.state.unnominate(job.id)
+            self.clear(job, freed=True)
+
+    def clear(self, job: Job, freed: bool) -> None:
+        if freed:
+            self.state.capacity_epoch += 1        # what was booked for it is free for everyone again
+        self.awaiting.discard(job.id)
+        self.deadline.pop(job.id, None)
+        job.nominated = None
+        job.nominated_at = None
+        job.victims = ()

@@ -1,0 +1,333 @@
+"""Preemption: which admitted jobs to evict so that a job refused for lack of capacity fits.
+
+Pure and synchronous like the rest of ``engine.core``. The engine calls ``find_victims``
+right where it would record a capacity refusal (``Refusal.capacity``); the policy's
+preempt plugins say *under which rules* a job may evict others (``PreemptRule``, from the
+``atoll_preempt_rule`` hook) and may protect single victims (``atoll_protect``). This
+module applies the rules every policy shares:
+
+* **Useful only.** Victims are removed in a dry run on ``FleetState`` (``suppose_gone``) and
+  the preemptor goes through the engine's own admit and place calls (``fit``). No fit, no
+  eviction: the search returns None.
+* **Minimal.** After a fit, victims are given back one by one in reverse order while the
+  preemptor still fits (Kueue's fill-back): no victim in the answer is unneeded.
+* **Whole jobs.** A victim is a whole job, on every cluster it runs on: a gang is never split.
+* **Order.** Candidates come from ``RunningIndex`` in victim order: queues above their
+  guarantee first, then lowest rank (priority), most recently admitted, later arrival (``seq``).
+* **Guarantees.** Outside the preemptor's own queue line, no queue (or ancestor) is taken
+  below its guarantee in any resource it guarantees.
+* **No cycles, no thrash.** A job never evicts the job that evicted it; a job preempted
+  ``max_preemptions`` times or admitted less than ``min_runtime`` ago is protected; jobs
+  admitted in the current cycle are never victims; a victim being evicted is nobody's
+  candidate any more, so two preemptors never claim the same victim.
+* **Bounded.** At most ``max_candidates`` candidates and ``max_dry_runs`` dry runs per rule; a
+  dry run is tried when one cluster a candidate runs on could then hold the gang minimum
+  (per-cluster search, like Volcano's per-node one), and once over all candidates at the end.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional
+
+from sortedcontainers import SortedList
+
+from engine.core.state import FleetState
+from engine.model import Job, JobState, Placement, Queue
+from engine.resources import Resources, add_into, fits
+
+ANY = math.inf
+"""A rank bound that lets every job of a queue be a victim."""
+
+
+@dataclass(frozen=True)
+class PreemptRule:
+    """Under which terms a preempt plugin lets one job evict others (``atoll_preempt_rule``).
+
+    ``victim_queues(name)`` answers for each queue holding candidates: None (no victim from it)
+    or a rank bound (victims with ``rank < bound``; ``ANY`` for all). ``allows(victim)`` is an
+    optional extra test per candidate. The protections apply to the victims of this rule."""
+
+    reason: str                                          # shown on victims, Events, metrics
+    plugin: str
+    victim_queues: Callable[[str], Optional[float]]
+    allows: Optional[Callable[[Job], bool]] = None
+    min_runtime: float = 0.0                             # admitted less than this ago: protected
+    max_preemptions: Optional[int] = None                # preempted this many times: protected
+    grace_period: float = 30.0                           # the adapter's termination grace (seconds)
+    nomination_timeout: float = 300.0                    # give the freed capacity up after this long
+    max_candidates: int = 2000
+    max_dry_runs: int = 8
+
+
+@dataclass(frozen=True)
+class Found:
+    victims: tuple[Job, ...]
+    placement: Placement
+    rule: PreemptRule
+
+
+class RunningIndex:
+    """Jobs holding capacity that may be victims, per queue in victim order: (rank, -admitted_at, -seq):
+    lowest rank, then most recently admitted, then the later arrival (a stable tie-break).
+
+    Jobs admitted during a cycle are kept aside until the next one (``settle``): a job is never
+    admitted and evicted in the same cycle."""
+
+    def __init__(self) -> None:
+        self._by_queue: dict[str, SortedList] = {}
+        self._entries: dict[str, tuple[str, tuple[float, float, int, str]]] = {}
+        self._fresh: list[tuple[str, tuple[float, float, int, str]]] = []
+        self._count = 0                       # entries in _by_queue
+        self._placed: dict[str, dict[str, Resources]] = {}     # job id -> cluster -> its placed demand
+
+    def add(self, job: Job, rank: int, fresh: bool = True) -> None:
+        self.discard(job.id)
+        entry = (rank, -(job.admitted_at or 0.0), -job.seq, job.id)
+        if fresh:
+            self._fresh.append((job.queue, entry))
+        else:
+            self._by_queue.setdefault(job.queue, SortedList()).add(entry)
+            self._count += 1
+        self._entries[job.id] = (job.queue, entry)
+
+    def placed(self, job: Job) -> dict[str, Resources]:
+        """What ``job`` holds on each cluster of its placement (computed once while indexed)."""
+        known = self._placed.get(job.id)
+        if known is None:
+            known = {c: job.placed_demand(c) for c in job.placement or {}}
+            if job.id in self._entries:
+                self._placed[job.id] = known
+        return known
+
+    def discard(self, job_id: str) -> None:
+        self._placed.pop(job_id, None)
+        known = self._entries.pop(job_id, None)
+        if known is not None:
+            queue, entry = known
+            entries = self._by_queue.get(queue)
+            if entries is not None and entry in entries:      # a fresh entry is dropped by settle()
+                entries.remove(entry)
+                self._count -= 1
+
+    def settle(self) -> None:
+        """A new cycle: this cycle's admissions become candidates."""
+        for queue, entry in self._fresh:
+            if self._entries.get(entry[3]) == (queue, entry):
+                self._by_queue.setdefault(queue, SortedList()).add(entry)
+                self._count += 1
+        self._fresh.clear()
+
+    def rank(self, job_id: str) -> Optional[float]:
+        known = self._entries.get(job_id)
+        return known[1][0] if known is not None else None
+
+    def queues(self) -> list[str]:
+        return [q for q, entries in self._by_queue.items() if entries]
+
+    def ordered(self, queue: str, below: float) -> Iterator[tuple[float, float, int, str]]:
+        entries = self._by_queue.get(queue)
+        if not entries:
+            return iter(())
+        if below == ANY:
+            return iter(entries)
+        return entries.irange(maximum=(below,), inclusive=(True, False))
+
+    def __len__(self) -> int:
+        return self._count
+
+
+def above_guarantee(queue: Queue) -> bool:
+    """Uses more than its guarantee of some resource (with no guarantee: uses anything)."""
+    guarantee = queue.guarantee
+    return any(amount > guarantee.get(name, 0) for name, amount in queue.allocated.items())
+
+
+Fit = Callable[[Job], Optional[Placement]]
+Protect = Callable[[Job, Job, PreemptRule], Optional[str]]
+
+
+class VictimSearch:
+    """One preemption attempt for one job: ``run(rules)`` -> Found or None. See the module doc."""
+
+    def __init__(self, state: FleetState, index: RunningIndex, fit: Fit, protect: Protect, now: float,
+                 budget: Optional[list[int]] = None) -> None:
+        self.state = state
+        self.budget = budget if budget is not None else [1 << 30]     # dry runs left this cycle (shared)
+        self.exhausted = False
+        self.hopeless = True           # no rule offered a single eligible candidate (and nothing is coming free)
+        self.index = index
+        self.fit = fit
+        self.protect = protect
+        self.now = now
+        self.dry_runs = 0
+        self.visited = 0
+        self.protected_until: Optional[float] = None     # earliest end of a min-runtime protection met
+
+    def run(self, job: Job, rules: list[PreemptRule]) -> Optional[Found]:
+        if rules and self.state.freeing(job.min_demand):
+            # it may fit in what evictions under way free beyond their preemptors' claims: then it needs
+            # no victim of its own, it waits for them (the capacity epoch moves when they are gone)
+            coming = self._try(job, [], rules[0])
+            if coming is not None or self.exhausted:
+                self.hopeless = False
+                return None
+        for rule in rules:
+            found = self._search(job, rule)
+            if found is not None:
+                return found
+        return None
+
+    # -- one rule ----------------------------------------------------------------------------
+    def _streams(self, rule: PreemptRule) -> list[Iterator[tuple]]:
+        streams = []
+        for name in self.index.queues():
+            bound = rule.victim_queues(name)
+            if bound is None:
+                continue
+            queue = self.state.queues.get(name)
+            first = 0 if queue is not None and (not queue.guarantee or above_guarantee(queue)) else 1
+            streams.append(_prefixed(first, self.index.ordered(name, bound)))
+        return streams
+
+    def _search(self, job: Job, rule: PreemptRule) -> Optional[Found]:
+        streams = self._streams(rule)
+        if not streams:
+            return None
+        state = self.state
+        line = {job.queue, *(a.name for a in state.ancestors(job.queue))}
+        need = job.min_demand
+        removed: dict[str, Resources] = {}
+        freed: dict[str, Resources] = {}
+        on: dict[str, list[Job]] = {}
+        chosen: list[Job] = []
+        dry_runs = 0
+        visited = 0
+        for entry in heapq.merge(*streams):
+            visited += 1
+            if visited > rule.max_candidates:
+                break
+            victim = state.jobs.get(entry[-1])
+            if victim is None or not self._eligible(job, victim, rule):
+                continue
+            guarded = _guarded(victim, line, state)
+            if guarded and not _floor_ok(victim, guarded, removed):
+                continue
+            for queue in guarded:
+                add_into(removed.setdefault(queue.name, {}), victim.demand)
+            chosen.append(victim)
+            self.hopeless = False
+            placed = self.index.placed(victim)
+            for cluster, amount in placed.items():
+                add_into(freed.setdefault(cluster, {}), amount)
+                on.setdefault(cluster, []).append(victim)
+            for cluster in sorted(placed):
+                if dry_runs >= rule.max_dry_runs or cluster not in state.clusters:
+                    continue
+                free = state.free(cluster)
+                more = freed[cluster]
+                if all(free.get(r, 0) + more.get(r, 0) >= v for r, v in need.items() if v > 0):
+                    dry_runs += 1
+                    found = self._try(job, on[cluster], rule)
+                    if found is not None:
+                        self.visited += visited
+                        return found
+        self.visited += visited
+        if chosen and dry_runs < rule.max_dry_runs and len(chosen) <= 256:
+            return self._try(job, chosen, rule)             # e.g. a split gang, or a fleet-wide quota
+        return None
+
+    def _eligible(self, job: Job, victim: Job, rule: PreemptRule) -> bool:
+        if victim.state not in (JobState.ADMITTED, JobState.RUNNING) or victim.id == job.preempted_by \
+                or victim.id == job.id:
+            return False
+        if rule.max_preemptions is not None and victim.preemptions >= rule.max_preemptions:
+            return False
+        if rule.min_runtime > 0:
+            until = (victim.admitted_at or 0.0) + rule.min_runtime
+            if until > self.now:
+                if self.protected_until is None or until < self.protected_until:
+                    self.protected_until = until
+                return False
+        if rule.allows is not None and not rule.allows(victim):
+            return False
+        return self.protect(job, victim, rule) is None
+
+    def _try(self, job: Job, victims: list[Job], rule: PreemptRule) -> Optional[Found]:
+        """Dry run: without ``victims``, does ``job`` fit? Then give back every victim it does not need."""
+        state = self.state
+        if self.budget[0] <= 0:
+            self.exhausted = True
+            return None
+        self.budget[0] -= 1
+        self.dry_runs += 1
+        saved = state.dry_run_begin()
+        gone = list(victims)
+        try:
+            placed = self.index.placed
+            for victim in gone:
+                state.suppose_gone(victim, placed(victim))
+            placement = self.fit(job)
+            if placement is None:
+                return None
+            for victim in reversed(victims):
+                state.suppose_gone(victim, placed(victim), -1)
+                gone.remove(victim)
+                again = self.fit(job)
+                if again is None:
+                    state.suppose_gone(victim, placed(victim))
+                    gone.append(victim)
+                else:
+                    placement = again
+            order = {v.id: i for i, v in enumerate(victims)}
+            return Found(tuple(sorted(gone, key=lambda v: order[v.id])), placement, rule)
+        finally:
+            for victim in gone:
+                state.suppose_gone(victim, self.index.placed(victim), -1)
+            state.dry_run_end(saved)
+
+
+def _prefixed(first: int, entries: Iterator[tuple[float, float, int, str]]) -> Iterator[tuple]:
+    for entry in entries:
+        yield (first, *entry)
+
+
+def _guarded(victim: Job, line: set[str], state: FleetState) -> list[Queue]:
+    """The queues of the victim's line (itself and ancestors) outside the preemptor's line that have a guarantee."""
+    queue = state.queues.get(victim.queue)
+    if queue is None:
+        return []
+    out = [queue] if queue.guarantee and queue.name not in line else []
+    if queue.parent:
+        out.extend(a for a in state.ancestors(queue.name) if a.guarantee and a.name not in line)
+    return out
+
+
+def _floor_ok(victim: Job, guarded: list[Queue], removed: dict[str, Resources]) -> bool:
+    """Taking ``victim`` keeps every guarded queue at or above its guarantee in each guaranteed resource
+    the victim uses (what is below stays untouched)."""
+    demand = victim.demand
+    for queue in guarded:
+        gone = removed.get(queue.name, {})
+        for resource, guaranteed in queue.guarantee.items():
+            amount = demand.get(resource, 0)
+            if amount > 0 and guaranteed > 0 and \
+                    queue.allocated.get(resource, 0) - gone.get(resource, 0) - amount < guaranteed:
+                return False
+    return True
+
+
+def booked(job: Job, placement: Placement) -> dict[str, Resources]:
+    """What ``placement`` of ``job`` takes on each cluster (a nomination's booking)."""
+    by_task = {t.name: t for t in job.tasks}
+    out: dict[str, Resources] = {}
+    for cluster, replicas in placement.items():
+        total: Resources = {}
+        for task_name, count in replicas.items():
+            task = by_task.get(task_name)
+            if task is not None and count:
+                add_into(total, {k: v * count for k, v in task.resources.items()})
+        out[cluster] = total
+    return out

@@ -1,0 +1,100 @@
+"""priority-preemption (preempt): a job refused for lack of capacity evicts strictly lower-priority jobs.
+
+Priority is an effective priority computed by the ``priority`` CEL expression (default
+``job.priority``; give it the same expression as job-priority so both stages agree), once
+per job version. It is also every job's *rank* as a victim (``atoll_victim_rank``): lower
+ranks are evicted first. Which queues' jobs a job may evict (``acrossQueues``):
+
+* ``none``: only jobs of its own queue with a strictly lower priority.
+* ``queuePriority``: those, and any job of a queue with a lower ``Queue.spec.priority``
+  (Volcano: queue priority is "considered during reclamation").
+* ``queueThenJob`` (default): (queue priority, job priority) compared in that order, as the
+  order stage serves them: any job of a lower-priority queue, and strictly lower-priority
+  jobs of its own queue and of queues with the same queue priority.
+
+Strict dominance means no cycle: a victim can never evict its preemptor back. The shared
+rules (useful, minimal, whole jobs, guarantees of other queues kept, protections) are
+``engine.core.preempt``'s.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Hashable, Optional
+
+from engine.core.preempt import ANY, PreemptRule
+from engine.core.state import FleetState
+from engine.hookspecs import hookimpl
+from engine.model import Job
+from engine.plugin import Plugin
+from engine.policy.cel import CelCompiler
+from engine.policy.cel_vars import CelCache
+from plugins._celjob import JobCel
+from plugins._placeutil import configure
+from plugins._protections import Protections
+
+_PLAIN = "job.priority"
+
+
+class PriorityPreemption(Plugin):
+    """Evict strictly lower-priority jobs (own queue; other queues as ``acrossQueues`` says)."""
+
+    name = "priority-preemption"
+    stages = ("preempt",)
+    description = "a job refused for lack of capacity evicts strictly lower-priority jobs (whole, minimal set)"
+
+    def __init__(self, config: dict[str, Any], cel: Any, where: str = "") -> None:
+        where = where or f"spec.plugins.{self.name}"
+        super().__init__(configure(self.schema(), config, where), cel, where)
+        self.protections = Protections(self.config, self.where)
+        self.across: str = self.config["acrossQueues"]
+        text = str(self.config["priority"])
+        self.expression: Optional[JobCel] = None
+        if text.strip() != _PLAIN:
+            compiler = cel if cel is not None else CelCompiler()
+            self.expression = JobCel(compiler.compile(text, f"{self.where}.priority", ("job",), "int"), compiler)
+        self._cache: CelCache[tuple[str, int, int, str]] = CelCache()
+
+    def rank(self, job: Job) -> int:
+        """The effective priority (a CEL runtime error falls back to ``job.priority``)."""
+        if self.expression is None:
+            return job.priority
+        expression = self.expression
+
+        def evaluate() -> int:
+            value, error = expression.evaluate(job)
+            return job.priority if error else int(value)
+        value: int = self._cache.get((job.id, job.generation, job.attempts, job.queue), evaluate)
+        return value
+
+    def verdict_key(self, job: Job) -> Optional[Hashable]:
+        return (self.rank(job), job.queue, job.preempted_by, tuple(sorted(job.demand.items())),
+                tuple(sorted(job.min_demand.items())))
+
+    @hookimpl
+    def atoll_victim_rank(self, job: Job, state: FleetState) -> int:
+        return self.rank(job)
+
+    @hookimpl
+    def atoll_preempt_rule(self, job: Job, state: FleetState, now: float) -> Optional[PreemptRule]:
+        mine = self.rank(job)
+        own = state.queues.get(job.queue)
+        if own is None:
+            return None
+        across, queues, level = self.across, state.queues, own.priority
+
+        def victim_queues(name: str) -> Optional[float]:
+            if name == job.queue:
+                return mine
+            if across == "none":
+                return None
+            queue = queues.get(name)
+            if queue is None or queue.priority > level:
+                return None
+            if queue.priority < level:
+                return ANY
+            return mine if across == "queueThenJob" else None
+
+        return self.protections.rule("priority", self.name, victim_queues)
+
+
+PLUGINS = [PriorityPreemption]
