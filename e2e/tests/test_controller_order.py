@@ -1,4 +1,6 @@
-"""Who goes first when one slot frees up, on the real fleet with policies/default.yaml.
+"""Who goes first when one slot frees up, on the real fleet with the default policy less preemption
+(policies/no-preemption.yaml): with preemption a high-priority waiter would evict a blocker instead of waiting
+for the freed slot, which e2e/tests/test_preemption.py covers.
 
 Slots: each member has two 32-cpu kwok nodes, so a 1-pod x 30-cpu job takes one "slot"; the fleet has 4.
 Each test fills all 4 slots with blockers, queues two waiters whose winner differs between FIFO and the
@@ -28,7 +30,7 @@ QUEUES = "/apis/scheduling.volcano.sh/v1beta1/queues"
 
 @pytest.fixture(scope="module")
 def running(fleet: FleetHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerProcess]:
-    with atoll(fleet.info, tmp_path_factory.mktemp("atoll"), (REPO / "policies" / "default.yaml").read_text()) \
+    with atoll(fleet.info, tmp_path_factory.mktemp("atoll"), (REPO / "policies" / "no-preemption.yaml").read_text()) \
             as (_, ctl, _cm):
         yield ctl
 
