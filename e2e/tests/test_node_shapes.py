@@ -64,10 +64,14 @@ def gpu_fleet() -> Iterator[FleetInfo]:
 
 @pytest.fixture
 def gns(gpu_fleet: FleetInfo) -> Iterator[str]:
+    """A namespace per test, gone before the next test starts: its controller would otherwise adopt the
+    previous test's resumed bindings (deleted asynchronously, slowly under load) and their GPUs."""
     name = unique("atoll-shapes")
-    namespace(gpu_fleet.host(), name)
+    host = gpu_fleet.host()
+    namespace(host, name)
     yield name
-    delete(gpu_fleet.host(), f"/api/v1/namespaces/{name}")
+    delete(host, f"/api/v1/namespaces/{name}")
+    until(f"namespace {name} deleted", lambda: host.get_or_none(f"/api/v1/namespaces/{name}") is None, 300)
 
 
 def filler(node: str, gpus: str) -> dict[str, Any]:
