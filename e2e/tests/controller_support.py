@@ -157,6 +157,22 @@ def wait_admitted(kube: Kube, obj: dict[str, Any], timeout: float = 60) -> dict[
                  show=lambda: binding(kube, ns, rb_name(obj)))
 
 
+
+def fill_then_queue_a_third(kube: Kube, ns: str, m1: str, m2: str) -> tuple[dict[str, Any], dict[str, Any],
+                                                                             dict[str, Any]]:
+    """2 pods x 30 cpu fill a member's two 32-cpu nodes: ``first`` (ends after 20 s) on m1 and ``second`` (600 s)
+    on m2 are admitted, then ``third`` (either member) is submitted and has to wait until ``first`` ends."""
+    first = job("first", ns, cpu="30", pods=2, run_seconds=20)
+    second = job("second", ns, cpu="30", pods=2, run_seconds=600)
+    third = job("third", ns, cpu="30", pods=2, run_seconds=5)
+    for obj, where in ((first, m1), (second, m2)):
+        kube.apply(obj)
+        propagate(kube, obj, [where])
+        wait_admitted(kube, obj)
+    kube.apply(third)
+    propagate(kube, third, [m1, m2])
+    return first, second, third
+
 def wait_pending(kube: Kube, obj: dict[str, Any], contains: str = "", timeout: float = 60) -> dict[str, Any]:
     ns = obj["metadata"]["namespace"]
 

@@ -17,7 +17,8 @@ import pytest
 from e2e.conftest import FleetHandle
 from e2e.harness.kube import Kube
 from e2e.tests.controller_support import (PAUSED, ControllerProcess, annotations_of, atoll, events_for, job, propagate,
-                                          rb_name, vcjob, wait_admitted, wait_pending)
+                                          fill_then_queue_a_third, rb_name, vcjob, wait_admitted,
+                                          wait_pending)
 from e2e.tests.support import binding, delete, is_true, merge_patch, namespace, unique, until
 from engine.kube.plan import parse_stamp
 
@@ -64,16 +65,7 @@ def test_paused_at_create_then_resumed_and_scheduled(fleet: FleetHandle, host: K
 def test_waits_without_room_and_is_admitted_when_capacity_frees(fleet: FleetHandle, host: Kube,
                                                                 running: ControllerProcess, ns: str) -> None:
     m1, m2 = fleet.members[:2]
-    # 2 pods x 30 cpu: a member's two 32-cpu nodes hold one such job
-    first = job("first", ns, cpu="30", pods=2, run_seconds=20)
-    second = job("second", ns, cpu="30", pods=2, run_seconds=600)
-    third = job("third", ns, cpu="30", pods=2, run_seconds=5)
-    for obj, where in ((first, m1), (second, m2)):
-        host.apply(obj)
-        propagate(host, obj, [where])
-        wait_admitted(host, obj)
-    host.apply(third)
-    propagate(host, third, [m1, m2])
+    _, _, third = fill_then_queue_a_third(host, ns, m1, m2)
     rb = wait_pending(host, third)
     assert "atoll.dev/admitted-at" not in annotations_of(rb)
     assert not rb["spec"].get("clusters")

@@ -16,7 +16,7 @@ import pytest
 
 from e2e.conftest import FleetHandle
 from e2e.harness.kube import Kube
-from e2e.tests.controller_support import ControllerProcess, atoll, job, propagate, rb_name, wait_admitted
+from e2e.tests.controller_support import ControllerProcess, atoll, fill_then_queue_a_third, rb_name
 from e2e.tests.support import until
 from e2e.tests.webhook_support import free_port
 
@@ -53,15 +53,7 @@ def test_dashboard_shows_a_paused_jobs_reason_then_its_placement(fleet: FleetHan
     policy, headers = get(f"{base}/api/policy")
     assert policy["policy"]["generation"] == 1 and "kind: SchedulingPolicy" in policy["policy"]["text"]
     assert "script-src 'self'" in headers["Content-Security-Policy"]
-    first = job("first", ns, cpu="30", pods=2, run_seconds=20)
-    second = job("second", ns, cpu="30", pods=2, run_seconds=600)
-    third = job("third", ns, cpu="30", pods=2, run_seconds=5)
-    for obj, where in ((first, m1), (second, m2)):
-        host.apply(obj)
-        propagate(host, obj, [where])
-        wait_admitted(host, obj)
-    host.apply(third)
-    propagate(host, third, [m1, m2])
+    _, _, third = fill_then_queue_a_third(host, ns, m1, m2)
     name = rb_name(third)
 
     def waiting() -> Optional[dict[str, Any]]:
