@@ -5,6 +5,7 @@ names what was awaited and the last value seen, so a red test explains itself.
 """
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
@@ -22,6 +23,19 @@ RUN_SECONDS = "atoll.dev/run-seconds"
 def unique(prefix: str) -> str:
     """A fresh name, so a reused fleet never meets leftovers of an earlier run."""
     return f"{prefix}-{secrets.token_hex(3)}"
+
+
+def others_gone(host: Kube, own: str, timeout: float = 300.0) -> None:
+    """Wait until every other test's namespace (``atoll-<module>-<hex>``, deleted at its test's end) is gone.
+
+    For tests that change the whole fleet (a member deleted, the API server restarted): a namespace still
+    being deleted holds bindings on the members, and Karmada removes a Cluster only once no binding lists it."""
+    pattern = re.compile(r"^atoll-[a-z0-9-]+-[0-9a-f]{6}$")
+
+    def left() -> list[str]:
+        return sorted(n for item in host.get("/api/v1/namespaces")["items"]
+                      if pattern.match(n := item["metadata"]["name"]) and n != own)
+    until("other tests' namespaces gone", lambda: not left(), timeout, show=left)
 
 
 def until(what: str, check: Callable[[], T | None | Literal[False]], timeout: float = 90.0, show: Callable[[], Any] | None = None) -> T:

@@ -19,7 +19,7 @@ from e2e.harness.member import join_objects
 from e2e.harness.pki import Pki
 from e2e.tests.controller_support import annotations_of, atoll, events_for, job, propagate, rb_name, wait_admitted
 from e2e.tests.fault_support import wait_books_match_truth
-from e2e.tests.support import binding, is_true, until
+from e2e.tests.support import binding, is_true, others_gone, until
 
 pytestmark = pytest.mark.e2e
 
@@ -44,6 +44,7 @@ def requeued_lost(host: Kube, ns: str, name: str) -> Callable[[], list[dict[str,
 
 def test_member_deleted_and_joined_again(fleet: FleetHandle, host: Kube, ns: str, tmp_path: Path) -> None:
     text = (REPO / "policies" / "default.yaml").read_text().replace("initialDelay: 10s", "initialDelay: 2s")
+    others_gone(host, ns)       # earlier tests' bindings on the member would hold its deletion up
     jobs = [job(f"m{i}", ns, cpu="1", pods=1) for i in range(4)]          # run until deleted
     with atoll(fleet.info, tmp_path, text) as (_, ctl, _cm):
         for j in jobs:

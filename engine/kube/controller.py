@@ -116,8 +116,10 @@ class Controller(Evictions):
         before = self.engine.state.clusters.get(cluster.name)
         self.engine.upsert_cluster(cluster)
         if before is not None and before.ready and not cluster.ready:
-            log.warning("cluster %s is NotReady: %s", cluster.name, [c for c in ((new.get("status") or {}).get(
-                "conditions") or ()) if isinstance(c, Mapping) and c.get("type") == "Ready"])
+            log.warning("cluster %s is %s: %s", cluster.name,
+                        "being deleted" if meta(new).get("deletionTimestamp") else "NotReady",
+                        [c for c in ((new.get("status") or {}).get("conditions") or ())
+                         if isinstance(c, Mapping) and c.get("type") == "Ready"])
             self.lost_clusters.add(cluster.name)
 
     def on_member_pod(self, cluster: str, event: str, new: Optional[Obj], old: Optional[Obj], now: float) -> None:

@@ -60,7 +60,11 @@ def _int(value: Any, where: str, default: int) -> int:
 def cluster_from_obj(obj: Obj, now: float, warnings: Optional[list[str]] = None) -> Cluster:
     """A Karmada Cluster: resourceSummary allocatable/allocated/allocating, Ready condition, labels, and the
     node view from its resource models (engine/kube/resource_models.py). A resource model Atoll cannot use
-    leaves ``node_shapes`` None (summed totals) and appends a one-line reason to ``warnings``."""
+    leaves ``node_shapes`` None (summed totals) and appends a one-line reason to ``warnings``.
+
+    A Cluster being deleted (deletionTimestamp) is not ready whatever its condition says: Karmada removes it
+    only once no binding lists it in spec.clusters, and bindings Atoll placed (bind mode) are moved by Atoll
+    alone, so it must requeue them and place nothing new there, or the deletion waits for ever."""
     where = describe({"kind": "Cluster", **obj})
     status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
     assert isinstance(status, Mapping)
@@ -71,6 +75,8 @@ def cluster_from_obj(obj: Obj, now: float, warnings: Optional[list[str]] = None)
     for cond in status.get("conditions") or ():
         if isinstance(cond, Mapping) and cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
+    if meta(obj).get("deletionTimestamp"):
+        ready = False
     shapes, problem = node_shapes(obj, where)
     if problem is not None and warnings is not None:
         warnings.append(problem)

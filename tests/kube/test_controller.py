@@ -194,6 +194,26 @@ def test_bind_mode_writes_spec_clusters_for_atoll_scheduled_bindings() -> None:
     assert p.body["metadata"]["annotations"]["atoll.dev/clusters"] == "m1"
 
 
+def test_bind_mode_a_cluster_being_deleted_loses_its_jobs_and_gets_no_new_ones() -> None:
+    """Karmada deletes a Cluster only once no binding lists it in spec.clusters, and karmada-scheduler never
+    moves bindings Atoll places: Atoll must clear them (requeue) and place elsewhere, or the deletion hangs."""
+    ctl = controller(Requeue({}, None), mode="bind")
+    job = o.vcjob("v", tasks=[("w", 3, None, "1")])
+    feed(ctl, o.cluster("m1"), job, o.binding(job, paused=False, scheduler="atoll"))
+    (p,) = patches(ctl.step(5.0), "bind")
+    ctl.on_binding("MODIFIED", o.binding(job, paused=False, scheduler="atoll", clusters=["m1"], rv="12"),
+                   ctl.bindings["team-a/v-job"])
+    ctl.step(6.0)
+    deleting = o.cluster("m1")
+    deleting["metadata"]["deletionTimestamp"] = "2026-11-23T10:00:00Z"     # Ready=True still
+    ctl.on_cluster("MODIFIED", deleting, o.cluster("m1"), 7.0)
+    ctl.on_cluster("ADDED", o.cluster("m2"), None, 7.0)
+    (requeue,) = patches(ctl.step(7.0), "requeue")
+    assert requeue.body["spec"]["clusters"] is None
+    (again,) = patches(ctl.step(13.0), "bind")                  # after the backoff, on m2 only
+    assert again.body["spec"]["clusters"] == [{"name": "m2", "replicas": 3}]
+
+
 def test_bind_mode_restart_writes_a_scheduled_condition_the_dead_controller_left_unwritten() -> None:
     """Killed between the spec patch (spec.clusters) and the status write: the next leader adopts the job and
     writes Scheduled=True for the binding's generation; one already written is left alone."""

@@ -81,6 +81,9 @@ def test_cluster_summary_ready_and_labels() -> None:
     assert c.ready and c.labels == {"gpu.model": "a100"} and c.status_time == 7.0
     assert c.allocatable["cpu"] == 64000 and c.allocated == {"cpu": 10000} and c.allocatable["nvidia.com/gpu"] == 16
     assert not cluster_from_obj(o.cluster("m2", ready=False), 0).ready
+    deleting = o.cluster("m4")
+    deleting["metadata"]["deletionTimestamp"] = "2026-11-23T10:00:00Z"
+    assert not cluster_from_obj(deleting, 0).ready          # Ready=True, but going away
     bare = o.cluster("m3")
     del bare["status"]
     assert not cluster_from_obj(bare, 0).ready
