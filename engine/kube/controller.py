@@ -282,6 +282,11 @@ class Controller(Evictions):
             self.fingerprints[key] = fingerprint
             if self._restore_preemption(key, obj, job, now, out) or self.defer_preemptor(key):
                 return
+            if self._waiting(obj) and template_outcome(template) is not None:
+                # its workload already ended (e.g. a victim that completed while being evicted, seen after a
+                # restart): a Job runs once; admitting it again would run it a second time
+                log.debug("%s: its workload already ended; not admitted", key)
+                return
             if self._waiting(obj):
                 refusal = self.engine.submit(job)
                 if refusal is not None:

@@ -4,7 +4,8 @@ A victim is evicted by ONE merge patch on its binding (``plan.evict_patch``): th
 (``atoll.dev/preempted-by``, ``atoll.dev/evicting-since``, ``atoll.dev/preemptions``) together with
 ``spec.suspension.scheduling: true`` and no ``spec.clusters``. Karmada's binding controller then deletes the
 binding's Works, and the execution controller deletes the member objects (and so their pods) before letting
-each Work go. One request makes it atomic: after a crash the binding either still runs untouched (the new
+each Work go. A victim whose workload ended (template Complete/Failed) before the eviction reached it is
+finished, not requeued: it must not run twice. One request makes it atomic: after a crash the binding either still runs untouched (the new
 leader decides afresh) or carries the intent (adopted as evicting, holding its capacity). Capacity is freed
 (``Engine.evicted``) only when the binding shows the eviction and none of its Works is left (the Works watch,
 metadata only: no GET per event), or after ``EVICTION_TIMEOUT`` for a member that cannot delete. The victim
@@ -18,9 +19,9 @@ from typing import Any, Optional
 
 from engine.core.scheduler import Engine
 from engine.kube import metrics, plan
-from engine.kube.bindings import binding_ref, is_paused
+from engine.kube.bindings import binding_ref, is_paused, template_key
 from engine.kube.plan import Event, Patch
-from engine.kube.translate import meta
+from engine.kube.translate import meta, template_outcome
 from engine.kube.works import WorkIndex
 from engine.model import Job, JobState, Preemption
 
@@ -40,6 +41,7 @@ class Evictions:
     intents: dict[str, str]
     deferred: set[str]
     dirty: set[str]
+    templates: dict[tuple[str, str], Obj]
 
     def on_work(self, event: str, new: Optional[Obj], old: Optional[Obj]) -> bool:
         """A Work changed; True when it belongs to a victim being evicted (worth a step now)."""
@@ -114,6 +116,16 @@ class Evictions:
                 self.deferred.discard(job.preempted_by)
                 self.dirty.add(job.preempted_by)
             ref = binding_ref(obj)
+            tkey = template_key(obj)
+            template = self.templates.get(tkey) if tkey is not None else None
+            outcome = template_outcome(template) if template is not None else None
+            if outcome is not None:     # it ended in its member before the eviction reached it: never run again
+                self.engine.finished(key, outcome)
+                why = (f"preempted by {job.preempted_by} at {plan.stamp(since)}, but it had already "
+                       f"{'succeeded' if outcome else 'failed'}: not run again")
+                out.append(Patch(ref, plan.evicted_patch(job.queue, why), "evicted"))
+                out.append(Event(plan.binding_involved(ref), "Evicted", why))
+                continue
             why = f"preempted by {job.preempted_by} at {plan.stamp(since)}; waiting to run again"
             out.append(Patch(ref, plan.evicted_patch(job.queue, why), "evicted"))
             if left or not applied:

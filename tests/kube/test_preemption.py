@@ -245,3 +245,32 @@ def test_bind_mode_follows_a_gate_placed_job_after_admission_so_its_victim_capac
     feed(ctl, o.priority_class("high", 1000), high, o.binding(high))
     ctl.step(T0 + 6)
     assert ctl.engine.state.jobs[LOW].state is JobState.EVICTING
+
+
+def test_a_victim_that_completes_while_being_evicted_is_finished_not_run_again() -> None:
+    """The Job succeeded in its member before the eviction reached its pods: requeuing it would run it twice."""
+    ctl = controller()
+    rb = running_low(ctl)
+    high = o.batch_job("high", parallelism=40, pc="high")
+    feed(ctl, high, o.binding(high))
+    (evict,) = patches(ctl.step(T0 + 1), "evict")
+    apply(ctl, rb, evict.body)
+    done_status = {"succeeded": 40, "conditions": [{"type": "Complete", "status": "True"}]}
+    low = o.batch_job("low", parallelism=40, pc="low", status=done_status, rv="9")
+    ctl.on_template("MODIFIED", low, None)
+    assert ctl.engine.state.jobs[LOW].state is JobState.EVICTING      # still holding until its Works are gone
+    ctl.on_work("DELETED", None, work(LOW, "m1"))
+    items = ctl.step(T0 + 3)
+    (done,) = patches(items, "evicted")
+    assert "already succeeded: not run again" in done.body["metadata"]["annotations"][plan.PENDING_ANNOTATION]
+    assert ctl.engine.state.jobs[LOW].state is JobState.SUCCEEDED
+    report(ctl, "0", T0 + 4)
+    items = ctl.step(T0 + 5)
+    assert [p.ref.key for p in patches(items, "admit")] == [HIGH]
+    apply(ctl, rb, done.body)
+    assert not patches(ctl.step(T0 + 400), "admit")                   # never again, even with room
+
+    # a new leader sees the paused binding of an ended Job: it is not admitted either
+    fresh = controller()
+    feed(fresh, o.priority_class("low", 1), o.cluster("m1", cpu="64"), low, rb)
+    assert not patches(fresh.step(T0 + 500), "admit") and LOW not in fresh.engine.state.jobs
