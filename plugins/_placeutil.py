@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from engine.core.nodefit import max_replicas, pack
+from engine.core.nodefit import NodeShapes, max_replicas, pack
 from engine.errors import InputError
 from engine.model import Job, Placement, Pods, Task
 from engine.resources import Resources, add_into, format_resources, scale
@@ -135,10 +135,12 @@ def whole_fits(job: Job, free: Mapping[str, int]) -> bool:
 
 
 def pack_across(tasks: Sequence[Task], clusters: Iterable[str], free: Mapping[str, Resources],
-                wanted: Mapping[str, int]) -> tuple[Placement, dict[str, int], dict[str, Resources]]:
+                wanted: Mapping[str, int], nodes: Optional[dict[str, Optional[NodeShapes]]] = None
+                ) -> tuple[Placement, dict[str, int], dict[str, Resources]]:
     """Greedy: fill clusters in the given order with up to ``wanted[task]`` replicas of each task.
     Returns the placement, what could not be placed, and what is left free per cluster.
-    ``free`` is not mutated."""
+    ``free`` is not mutated. ``nodes`` (cluster -> its node view, None for totals only) caps each cluster at
+    the replicas its nodes can host, and is updated in place with what is left on them."""
     left = {name: dict(free[name]) for name in free}
     missing = {t.name: wanted.get(t.name, 0) for t in tasks if wanted.get(t.name, 0) > 0}
     placement: Placement = {}
@@ -151,6 +153,11 @@ def pack_across(tasks: Sequence[Task], clusters: Iterable[str], free: Mapping[st
             if not need:
                 continue
             n = fit_count(task.resources, room, need)
+            shapes = nodes.get(cluster) if nodes is not None else None
+            if n and shapes is not None:
+                n = min(n, max_replicas(shapes, task.resources))
+                if n:
+                    nodes[cluster] = pack(shapes, [(task.resources, n)]) or shapes   # type: ignore[index]
             if n:
                 add_into(room, scale(task.resources, n), -1)
                 placement.setdefault(cluster, {})[task.name] = placement.get(cluster, {}).get(task.name, 0) + n

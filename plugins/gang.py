@@ -9,7 +9,8 @@ fleet-level barrier) — Atoll then guarantees the capacity, not the joint start
 
 Admit refuses in O(1) when the minimum exceeds ``state.max_free`` (single cluster) or
 ``state.fleet_free`` (split); the exact check runs at place time, after the filters,
-over the candidate clusters.
+over the candidate clusters, on each cluster's nodes when it reports resource models (a split
+gang too: each cluster takes only the replicas its nodes can host).
 """
 
 from __future__ import annotations
@@ -98,13 +99,14 @@ class Gang(Plugin):
         names = [c.name for c in clusters]
         free = {name: state.free(name) for name in names}
         minimum = {t.name: t.min_available for t in job.tasks}
-        placement, missing, left = pack_across(job.tasks, names, free, minimum)
+        nodes = {name: state.nodes(name) for name in names}     # node views, cut as replicas land
+        placement, missing, left = pack_across(job.tasks, names, free, minimum, nodes)
         if missing:
             unplaced = ", ".join(f"{task}: {n}" for task, n in sorted(missing.items()))
             return Refusal(f"gang needs {format_resources(job.min_demand)} across clusters; the candidates "
                            f"cannot hold the minimum (replicas left over: {unplaced})", self.name, capacity=True)
         extras = {t.name: t.replicas - t.min_available for t in job.tasks}
-        more, _, _ = pack_across(job.tasks, names, left, extras)
+        more, _, _ = pack_across(job.tasks, names, left, extras, nodes)
         placed = merge(placement, more)
         if not placed and any(t.replicas for t in job.tasks):
             return Refusal("not a single replica fits in any candidate cluster", self.name, capacity=True)

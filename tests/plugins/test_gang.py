@@ -113,3 +113,19 @@ def test_min_available_zero_still_needs_one_replica_somewhere() -> None:
         decided = g.atoll_place(job("j", task("w", 3, 0, cpu="2")), [s.clusters["a"]], s)
         assert isinstance(decided, Refusal)
         assert g.atoll_place(job("j", task("w", 3, 0, cpu="1")), [s.clusters["a"]], s) == {"a": {"w": 1}}
+
+
+def test_split_counts_what_each_clusters_nodes_can_host() -> None:
+    """Summed, cluster a has 8 GPUs free; on its nodes (4 x 2 GPUs) not one 4-GPU pod fits. A split gang of
+    three 4-GPU pods goes where nodes can host them, or is refused, never packed onto the sums."""
+    from engine.core.nodefit import NodeShapes, vector
+    g = Gang({"allowSplit": True}, None)
+    gpu = "nvidia.com/gpu"
+    a, b = cluster("a", nvidia_com_gpu="8"), cluster("b", nvidia_com_gpu="8")
+    a.node_shapes = NodeShapes.of([(vector({gpu: 2}), 4)], frozenset({gpu}))
+    b.node_shapes = NodeShapes.of([(vector({gpu: 4}), 2)], frozenset({gpu}))
+    s = state_with(a, b)
+    placed = g.atoll_place(job("j", task("w", 3, 2, nvidia_com_gpu="4")), [s.clusters["a"], s.clusters["b"]], s)
+    assert placed == {"b": {"w": 2}}                      # the summed view said {"a": 2, "b": 1}
+    refused = g.atoll_place(job("k", task("w", 3, 3, nvidia_com_gpu="4")), [s.clusters["a"], s.clusters["b"]], s)
+    assert isinstance(refused, Refusal) and "w: 1" in refused.reason
