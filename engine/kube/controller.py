@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from engine.core.scheduler import Engine
 from engine.errors import InputError
-from engine.kube import metrics, plan
+from engine.kube import plan
 from engine.kube.bindings import (binding_ref, failure_marker, is_paused, scheduled_condition,
                                   template_key)
 from engine.kube.plan import Event, Patch
@@ -27,19 +27,19 @@ from engine.kube.translate import (DEFAULT_QUEUE, PriorityClasses, cluster_from_
                                    template_started)
 from engine.kube.webhook import PAUSED_ANNOTATION, ManagedSelector
 from engine.kube.eviction import EVICTION_TIMEOUT, Evictions
+from engine.kube.failures import Failures
 from engine.kube.works import WorkIndex
-from engine.model import Failure, FailureKind, Job, JobState, Queue, Recovery
+from engine.model import Failure, FailureKind, Job, JobState, Queue
 from engine.pipeline import Pipeline
 from engine.resources import fits
 
 log = logging.getLogger("atoll.controller")
 
 Obj = dict[str, Any]
-UNSCHEDULED_GRACE = 30.0       # seconds a resumed binding may stay Scheduled=False before it counts as failed
 STUCK_AFTER = 20.0             # seconds a pod may stay Unschedulable in its member: 2 x Karmada's status period
 
 
-class Controller(Evictions):
+class Controller(Evictions, Failures):
     def __init__(self, pipeline: Pipeline, selector: ManagedSelector = ManagedSelector(), mode: str = "gate",
                  on_admit: Optional[Callable[[str, str, float], None]] = None, stuck_after: float = STUCK_AFTER
                  ) -> None:
@@ -356,82 +356,6 @@ class Controller(Evictions):
         cond = scheduled_condition(obj)
         if cond is not None and cond.get("status") == "True":
             self.resumed_at.pop(key, None)
-
-    def _check_unscheduled(self, now: float, out: list[Patch | Event]) -> None:
-        """Resumed, but karmada-scheduler says Scheduled=False for longer than the grace period."""
-        for key, resumed in list(self.resumed_at.items()):
-            obj = self.bindings.get(key)
-            job = self.engine.state.jobs.get(key)
-            if obj is None or job is None or not job.state.holds_resources:
-                self.resumed_at.pop(key, None)
-                continue
-            cond = scheduled_condition(obj)
-            if cond is None or cond.get("status") != "False":
-                continue
-            changed = plan.parse_stamp(cond.get("lastTransitionTime")) or 0.0
-            changed_after = changed >= int(resumed)
-            if cond.get("reason") == "SchedulerError":
-                # karmada-scheduler failing to write (e.g. its API server restarting): it retries by itself, so
-                # only an error lasting the grace period counts, timed from when it appeared (acting on it at
-                # once re-admitted jobs after an API restart)
-                failed = now - max(changed, resumed) > UNSCHEDULED_GRACE
-            else:
-                failed = changed_after or now - resumed > UNSCHEDULED_GRACE
-            if failed:
-                self.resumed_at.pop(key, None)
-                self._fail(key, Failure(FailureKind.UNSCHEDULABLE, None,
-                                        f"karmada-scheduler: {cond.get('reason', '')}: {cond.get('message', '')}"),
-                           now, out)
-
-    def _check_stuck(self, now: float, out: list[Patch | Event]) -> None:
-        """A pod of an admitted job Unschedulable in a member it was placed on for ``stuck_after`` seconds: the
-        job fails there (recover stage), as in the simulator. Pods seen before this admission are not its own."""
-        for pod in self.stuck.overdue(now):
-            for key in sorted(self.by_template.get(pod.workload, ())):
-                job, obj = self.engine.state.jobs.get(key), self.bindings.get(key)
-                if job is None or obj is None or not job.state.holds_resources or \
-                        pod.since < (job.admitted_at or 0.0) - 1.0 or \
-                        pod.cluster not in set(job.placement or {}) | set(plan.binding_clusters(obj)):
-                    continue
-                self._fail(key, Failure(FailureKind.UNSCHEDULABLE, pod.cluster,
-                                        f"pod {pod.pod} unschedulable in {pod.cluster} for {now - pod.since:.0f}s: "
-                                        f"{pod.message}"), now, out)
-
-    def _clusters_lost(self, lost: set[str], now: float, out: list[Patch | Event]) -> None:
-        for key, job in list(self.engine.state.jobs.items()):
-            if not job.state.holds_resources or job.state is JobState.EVICTING:
-                continue
-            obj = self.bindings.get(key)
-            # where it runs: spec.clusters once placed (in gate mode karmada-scheduler may have chosen other
-            # clusters than the engine planned: a job running elsewhere was requeued), else the engine's plan
-            placed = plan.binding_clusters(obj) if obj else []
-            where = set(placed) if placed else set(job.placement or {})
-            hit = sorted(where & lost)
-            if hit:
-                self._fail(key, Failure(FailureKind.CLUSTER_LOST, hit[0], f"cluster {hit[0]} is NotReady or gone"),
-                           now, out)
-
-    def _fail(self, key: str, failure: Failure, now: float, out: list[Patch | Event]) -> None:
-        recovery: Recovery = self.engine.fail(key, failure, now)
-        metrics.FAILURES.labels(failure.kind.value).inc()
-        obj = self.bindings.get(key)
-        job = self.engine.state.jobs.get(key)
-        log.warning("%s failed (%s%s): %s", key, failure.kind.value,
-                    f" in {failure.cluster}" if failure.cluster else "", recovery.reason or failure.message)
-        if obj is None or job is None:
-            return
-        ref = binding_ref(obj)
-        self.resumed_at.pop(key, None)
-        if recovery.requeue:
-            self.requeued.add(key)
-            why = recovery.reason or f"requeued after {failure.kind.value}"
-            out.append(Patch(ref, plan.requeue_patch(job.queue, why), "requeue"))
-            out.append(Event(plan.binding_involved(ref), "Requeued",
-                             f"{failure.kind.value}: {failure.message}; {why}", "Warning"))
-        else:
-            why = recovery.reason or f"gave up after {failure.kind.value}"
-            out.append(Patch(ref, plan.requeue_patch(job.queue, f"gave up: {why}"), "giveup"))
-            out.append(Event(plan.binding_involved(ref), "GaveUp", why, "Warning"))
 
     def _admitted(self, key: str, queue: str, placement: dict[str, dict[str, int]], now: float,
                   out: list[Patch | Event]) -> None:

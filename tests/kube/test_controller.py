@@ -6,7 +6,8 @@ from typing import Any, Optional
 
 from engine.hookspecs import hookimpl
 from engine.kube import plan
-from engine.kube.controller import UNSCHEDULED_GRACE, Controller
+from engine.kube.controller import Controller
+from engine.kube.failures import UNSCHEDULED_GRACE
 from engine.kube.plan import Event, Patch
 from engine.model import Failure, Job, JobState, Recovery
 from engine.pipeline import Pipeline
