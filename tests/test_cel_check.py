@@ -221,6 +221,21 @@ def test_what_validates_does_not_fail_for_names_or_types_at_run_time(text: str) 
             assert any(word in message for word in VALUE_ERRORS), message
 
 
+@pytest.mark.parametrize("text, with_tier, without", [
+    ("!has(job.labels.tier)", False, True),
+    ("!('tier' in job.labels && has(job.labels.tier))", False, True),
+    ("!('tier' in job.labels && (has(job.labels.tier) && has(job.labels.tier)))", False, True),
+    ("has(job.labels.tier) ? !has(job.labels.gpu) : false", True, False),
+])
+def test_has_is_a_cel_bool_for_every_operator(text: str, with_tier: bool, without: bool) -> None:
+    """Found by the property test above: cel-python's compiled runner made has() a Python bool, so ``!`` and
+    ``&&`` on it failed with "no such overload" on every job (engine.policy.cel._bool_has)."""
+    expression = CEL.compile(text, WHERE, ("job",), "bool")
+    tiered, plain = JOBS[0], job_vars(Job(id="ns/b", name="b", namespace="ns", tasks=[Task("w", 1, 1, {"cpu": 1})]))
+    assert expression.evaluate({"job": tiered}) is with_tier
+    assert expression.evaluate({"job": plain}) is without
+
+
 # -- the evaluation budget ---------------------------------------------------------------------------------
 def test_expression_size_is_bounded_at_load() -> None:
     assert "at most 2,000" in error("1 + " * (MAX_CHARS // 4 + 1) + "1", result="int")

@@ -153,7 +153,7 @@ class CelCompiler:
         except CelCheckError as exc:
             raise InputError(_check_message(text, exc), where) from None
         try:
-            program = self._env.program(ast)
+            program = _bool_has(self._env.program(ast))
         except Exception as exc:  # celpy's compiled runner transpiles at this point
             raise InputError(f"CEL expression {text!r} cannot be compiled: {exc}", where) from None
         expression = CelExpression(text, where, tuple(variables), result, program)
@@ -170,6 +170,28 @@ class CelCompiler:
             raise InputError(f"{message}{hint} (checked against sample {', '.join(variables)} objects; "
                              "see docs/policy.md for the fields)", where) from None
         return expression
+
+
+# cel-python 0.5.0's compiled runner transpiles has(e.f) to a lambda returning Python's bool, not a CEL
+# BoolType, so every operator taking a CEL bool then fails on it: ``!has(job.labels.tier)`` and
+# ``x in m && has(...)`` raise "no such overload" on every object (the interpreted runner is right:
+# ``macro_has_eval`` wraps it). We wrap it the same way in the transpiled source and compile that.
+_HAS_LINE = re.compile(r"^(\s*ex_\d+ = lambda activation: )"
+                       r"(not isinstance\(celpy\.evaluation\.result\(activation, ex_\d+_h\), CELEvalError\))$",
+                       re.MULTILINE)
+
+
+def _bool_has(program: Any) -> Any:
+    tp = getattr(program, "tp", None)
+    source = getattr(tp, "source_text", None)
+    if tp is None or not isinstance(source, str) or "# ident_arg has:" not in source:
+        return program
+    fixed, count = _HAS_LINE.subn(r"\1celpy.celtypes.BoolType(\2)", source)
+    if count != source.count("# ident_arg has:"):   # cel-python changed its template: fail loudly, in tests
+        raise RuntimeError("cannot make has() return a CEL bool in this cel-python version")
+    tp.source_text = fixed
+    tp.executable_code = compile(fixed, "<string>", "exec")
+    return program
 
 
 # -- conversion -------------------------------------------------------------------------
