@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Callable, Hashable, Iterable, Iterator, Option
 
 from sortedcontainers import SortedList
 
+from engine.core.wake import Signature
 from engine.model import Job, Refusal
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ RangeBlock = Callable[["Group", Refusal, Entry, Optional[Entry]], None]
 class Group:
     """The pending jobs of one queue with one verdict key, in order."""
 
-    __slots__ = ("queue", "key", "shared", "entries", "reason")
+    __slots__ = ("queue", "key", "shared", "entries", "reason", "reads", "parked")
 
     def __init__(self, queue: str, key: Hashable, shared: bool) -> None:
         self.queue = queue
@@ -47,6 +48,8 @@ class Group:
         self.shared = shared             # False: a group of one job, whose refusals are never handed on
         self.entries: SortedList = SortedList()
         self.reason: Optional[str] = ""  # the pending reason all its jobs have; None when they differ
+        self.reads: Optional[tuple] = None   # what its verdict reads of the state (engine.core.wake), once known
+        self.parked: Optional[tuple[Signature, Refusal]] = None   # refused while these reads had these values
 
 
 class Backlog:
@@ -165,13 +168,24 @@ class WalkSource:
         self.current: Optional[tuple[Entry, Group]] = None
 
     def take(self) -> Optional[Job]:
-        self.current = self.walk.take(self.engine._admissions)
-        return None if self.current is None else self.engine.state.jobs[self.current[0][2]]
+        engine, walk = self.engine, self.walk
+        while True:
+            self.current = walk.take(engine._admissions)
+            if self.current is None:
+                return None
+            entry, group = self.current
+            job = engine.state.jobs[entry[2]]
+            refusal = engine._still_parked(group, job)
+            if refusal is None:
+                return job
+            walk.examined(entry, group, refusal)     # its reads are unchanged: the same refusal, no pipeline
 
     def examined(self, job: Job, refusal: Optional[Refusal]) -> None:
         assert self.current is not None
         entry, group = self.current
-        self.walk.examined(entry, group, self.engine._shares(job, refusal, self.now))
+        shared = self.engine._shares(job, refusal, self.now)
+        self.engine._park(group, job, shared)
+        self.walk.examined(entry, group, shared)
 
 
 class ListSource:
@@ -197,6 +211,10 @@ class ListSource:
                 if known is not None and known[0] == engine._admissions:
                     engine._block(job, known[1], engine._result)
                     continue
+                parked = engine._still_parked(group, job)
+                if parked is not None:
+                    engine._block(job, parked, engine._result)
+                    continue
                 self.group = group
             else:
                 self.group = None
@@ -207,3 +225,5 @@ class ListSource:
         group = self.group
         if group is not None and refusal is not None and refusal.retry_at is None:
             self.engine._memo[group.key] = (self.engine._admissions, refusal)
+        if group is not None:
+            self.engine._park(group, job, self.engine._shares(job, refusal, self.now))
