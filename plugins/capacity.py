@@ -65,8 +65,14 @@ class Capacity(Plugin):
         return (job.queue, tuple(job.demand.items()))
 
     def verdict_reads(self, job: Job, state: FleetState) -> Optional[tuple[Hashable, ...]]:
-        # the queue line (limits, usage) is read by the engine; the fleet check reads what _fleet_short returns
-        return (("call", self._fleet_short, (job.queue, tuple(job.demand.items()))),) if self.fleet_free else ()
+        # the queue line (limits, usage) is read by the engine; the fleet check reads what _fleet_short returns,
+        # for any queue alike while no guarantee is kept (then the value says so, and changes when one is)
+        if not self.fleet_free:
+            return ()
+        if self.guarantees:
+            self.ledger.sync(state)
+        queue = job.queue if self.guarantees and self.ledger.active else None
+        return (("call", self._fleet_short, (queue, tuple(job.demand.items()))),)
 
     @hookimpl
     def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:
@@ -125,6 +131,8 @@ class Capacity(Plugin):
         if self.guarantees:
             self.ledger.sync(state)
             if self.ledger.active:
+                if name is None:
+                    return "*", True        # read for no queue in particular: the key wakes, and reads per queue
                 protected = self.ledger.protected_from(name, state)
         for resource, amount in demand:
             kept = protected.get(resource, 0)

@@ -40,7 +40,7 @@ RangeBlock = Callable[["Group", Refusal, Entry, Optional[Entry]], None]
 class Group:
     """The pending jobs of one queue with one verdict key, in order."""
 
-    __slots__ = ("queue", "key", "shared", "entries", "reason", "reads", "parked")
+    __slots__ = ("queue", "key", "shared", "entries", "reason", "parked")
 
     def __init__(self, queue: str, key: Hashable, shared: bool) -> None:
         self.queue = queue
@@ -48,7 +48,6 @@ class Group:
         self.shared = shared             # False: a group of one job, whose refusals are never handed on
         self.entries: SortedList = SortedList()
         self.reason: Optional[str] = ""  # the pending reason all its jobs have; None when they differ
-        self.reads: Optional[tuple] = None   # what its verdict reads of the state (engine.core.wake), once known
         self.parked: Optional[tuple[Signature, Refusal]] = None   # refused while these reads had these values
 
 

@@ -461,14 +461,11 @@ class Engine:
         if shared is None or not parkable(job, shared, self.pipeline.has_preempt, self.state):
             group.parked = None
             return
-        reads = group.reads
-        if reads is None:
-            declared = self.pipeline.verdict_reads(job, self.state)
-            if declared is None:
-                group.parked = None
-                return
-            reads = group.reads = engine_reads(job) + declared
-        group.parked = (self._reads.signature(reads), shared)
+        declared = self.pipeline.verdict_reads(job, self.state)      # asked at each parking: may follow the state
+        if declared is None:
+            group.parked = None
+            return
+        group.parked = (self._reads.signature(engine_reads(job) + declared), shared)
 
     def _still_parked(self, group: Group, job: Job) -> Optional[Refusal]:
         """The group's parked refusal when ``job`` (one of its jobs) would get it now without asking."""

@@ -64,9 +64,14 @@ class Reads:
 
     def holds(self, signature: Signature) -> bool:
         """Every read still has the value it had when the signature was taken."""
-        value = self.value
+        version = self._version()
+        if version != self._seen:
+            self._seen = version
+            self._values.clear()
+        values = self._values
         for read, seen in signature:
-            if value(read) != seen:
+            value = values[read] if read in values else self.value(read)
+            if value != seen:
                 return False
         return True
 
