@@ -150,6 +150,24 @@ class QueueWalk:
             self._block_range(group, refusal, since, self._bound)
 
 
+class Parking:
+    """Refusals of a queue's source this cycle, parked (engine.core.wake) when the source is done: only those
+    given in the state the queue ends in, so the reads are taken once per queue, not after every admission."""
+
+    def __init__(self, engine: "Engine") -> None:
+        self.engine = engine
+        self.refused: dict[int, tuple[Group, Job, Optional[Refusal], int]] = {}
+
+    def note(self, group: Group, job: Job, shared: Optional[Refusal]) -> None:
+        self.refused[id(group)] = (group, job, shared, self.engine.state.changes)
+
+    def flush(self) -> None:
+        engine, refused, self.refused = self.engine, self.refused, {}
+        changes = engine.state.changes
+        for group, job, shared, stamp in refused.values():
+            engine._park(group, job, shared if stamp == changes else None)
+
+
 class Source(Protocol):
     def take(self) -> Optional[Job]: ...
 
@@ -165,12 +183,14 @@ class WalkSource:
         self.walk = walk
         self.now = now
         self.current: Optional[tuple[Entry, Group]] = None
+        self.parking = Parking(engine)
 
     def take(self) -> Optional[Job]:
         engine, walk = self.engine, self.walk
         while True:
             self.current = walk.take(engine._admissions)
             if self.current is None:
+                self.parking.flush()
                 return None
             entry, group = self.current
             job = engine.state.jobs[entry[2]]
@@ -183,7 +203,7 @@ class WalkSource:
         assert self.current is not None
         entry, group = self.current
         shared = self.engine._shares(job, refusal, self.now)
-        self.engine._park(group, job, shared)
+        self.parking.note(group, job, shared)
         self.walk.examined(entry, group, shared)
 
 
@@ -197,6 +217,7 @@ class ListSource:
         self.now = now
         self.keyed = engine._keyed and memo
         self.group: Optional[Group] = None       # the group of the job last taken (shared ones only)
+        self.parking = Parking(engine)
 
     def take(self) -> Optional[Job]:
         if not self.keyed:
@@ -218,6 +239,7 @@ class ListSource:
             else:
                 self.group = None
             return job
+        self.parking.flush()
         return None
 
     def examined(self, job: Job, refusal: Optional[Refusal]) -> None:
@@ -225,4 +247,4 @@ class ListSource:
         if group is not None and refusal is not None and refusal.retry_at is None:
             self.engine._memo[group.key] = (self.engine._admissions, refusal)
         if group is not None:
-            self.engine._park(group, job, self.engine._shares(job, refusal, self.now))
+            self.parking.note(group, job, self.engine._shares(job, refusal, self.now))
