@@ -163,6 +163,8 @@ class Pipeline:
             for plugin in self.stages.get(stage, []):
                 judges.setdefault(id(plugin), plugin)
         self._judges = [p.verdict_key for p in judges.values()]
+        self._readers = [p.verdict_reads for p in judges.values()
+                         if any(p in self.stages.get(stage, []) for stage in ("admit", "place"))]
         # every judge overrides Plugin.verdict_key: jobs can be grouped (else the engine stays exhaustive)
         self.declares_verdict_keys = all(type(p).verdict_key is not Plugin.verdict_key for p in judges.values())
 
@@ -176,6 +178,17 @@ class Pipeline:
                 return None
             parts.append(part)
         return tuple(parts)
+
+    def verdict_reads(self, job: Any, state: Any) -> Optional[tuple[Any, ...]]:
+        """The joined ``Plugin.verdict_reads`` of every admit/place plugin, or None when one of them
+        declares nothing for this job in this state (its key is then never parked)."""
+        reads: list[Any] = []
+        for reads_of in self._readers:
+            part = reads_of(job, state)
+            if part is None:
+                return None
+            reads.extend(part)
+        return tuple(reads)
 
     def describe(self) -> dict[str, list[str]]:
         return {stage: [p.name for p in plugins] for stage, plugins in self.stages.items()}

@@ -71,6 +71,16 @@ class Plugin:
         ``job.queue``, ``job.shape`` (tasks and their resources), the labels the plugin reads."""
         return None
 
+    def verdict_reads(self, job: "Job", state: Any) -> Optional[tuple[Hashable, ...]]:
+        """What of FleetState this plugin's admit and place verdicts (and refusal texts) read for ``job``,
+        as reads of ``engine.core.wake`` (``("fleet", need)``, ``("max", need)``, ``("each", need)``);
+        the queue line, the ready clusters and their labels are read by the engine for every job. In two
+        states where these reads have equal values the plugin must give ``job`` the same verdict and the
+        same refusal text: the engine then parks a refused key until a read changes (a finish elsewhere
+        wakes only the keys it could help). None (the default): undeclared, the key is examined again
+        after every capacity change, as before."""
+        return None
+
     @classmethod
     def schema(cls) -> dict[str, Any]:
         """The config schema: ``schemas/plugins/<name>.schema.json`` for built-ins, else the class attribute."""

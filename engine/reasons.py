@@ -1,6 +1,6 @@
 """Grouping refusal reasons: the same refusal with other amounts is one kind of reason.
 
-Reasons are user text ("fleet has cpu 14 free, job requests 16"); counting them verbatim gives a
+Reasons are user text ("job requests cpu 16, more than the fleet has free"); counting them verbatim gives a
 long tail of ones. The simulator's report and the dashboard count by kind, amounts replaced by N.
 """
 

@@ -49,6 +49,8 @@ class PairCel:
         self._job_getters = None if job_fields is None else [(f, _JOB_FIELDS[f]) for f in sorted(job_fields)]
         cluster_fields = referenced_fields(expression.text, "cluster")
         self.uses_free = cluster_fields is None or "free" in cluster_fields
+        # only the cluster's name, labels and readiness: what the engine's ("ready",) read covers (engine.core.wake)
+        self.reads_labels_only = cluster_fields is not None and cluster_fields <= {"name", "labels", "ready"}
         self._results: CelCache[Hashable] = CelCache()
         self._clusters: CelCache[Hashable] = CelCache(limit=10_000)
         self._rows: dict[Hashable, dict[str, tuple[Cluster, int, tuple[bool, Any]]]] = {}

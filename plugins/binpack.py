@@ -39,6 +39,9 @@ class Binpack(Plugin):
     def verdict_key(self, job: Job) -> Optional[Hashable]:
         return job.shape
 
+    def verdict_reads(self, job: Job, state: FleetState) -> Optional[tuple[Hashable, ...]]:
+        return ()                        # scores never refuse
+
     @hookimpl
     def atoll_score(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, int]:
         weight = self.weight

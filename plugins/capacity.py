@@ -58,11 +58,21 @@ class Capacity(Plugin):
         self.borrowing: bool = bool(conf["borrowing"])
         self.fleet_free: bool = bool(conf["fleetFree"])
         self.ledger = GuaranteeLedger()
-        self._refusals: dict[tuple[str, str, int, int, int, int], Refusal] = {}
+        self._refusals: dict[tuple[str, str, int, bool, int], Refusal] = {}
 
     def verdict_key(self, job: Job) -> Optional[Hashable]:
         # the queue line's limits and usage, and the demand in its own order (the first short resource is named)
         return (job.queue, tuple(job.demand.items()))
+
+    def verdict_reads(self, job: Job, state: FleetState) -> Optional[tuple[Hashable, ...]]:
+        # the queue line (limits, usage) is read by the engine; the fleet check reads what _fleet_short returns,
+        # for any queue alike while no guarantee is kept (then the value says so, and changes when one is)
+        if not self.fleet_free:
+            return ()
+        if self.guarantees:
+            self.ledger.sync(state)
+        queue = job.queue if self.guarantees and self.ledger.active else None
+        return (("call", self._fleet_short, (queue, tuple(job.demand.items()))),)
 
     @hookimpl
     def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:
@@ -104,43 +114,48 @@ class Capacity(Plugin):
         return None
 
     def _fleet(self, queue: Queue, demand: Resources, state: FleetState) -> Optional[Refusal]:
+        short = self._fleet_short(state, (queue.name, demand.items()))
+        if short is None:
+            return None
+        resource, kept = short
+        whole = state.fleet_allocatable.get(resource, 0)
+        return self._fleet_refusal(queue.name if kept else "", resource, demand[resource], kept, whole)
+
+    def _fleet_short(self, state: FleetState, args: tuple[str, Any]) -> Optional[tuple[str, bool]]:
+        """The first resource of the demand (in its order) that the fleet's free capacity, less what is kept
+        for other queues' unused guarantees, cannot give, and whether something was kept; None: it fits.
+        Everything the fleet check's verdict and text read of the state (a verdict read, engine.core.wake)."""
+        name, demand = args
         free = state.fleet_free
         protected: Resources = {}
         if self.guarantees:
             self.ledger.sync(state)
             if self.ledger.active:
-                protected = self.ledger.protected_from(queue.name, state)
-        if not protected:                                # the common case: nothing kept for others
-            for resource, amount in demand.items():
-                have = free.get(resource, 0)
-                if amount > have:
-                    return self._fleet_refusal("", resource, amount, have, 0, state.fleet_allocatable.get(resource, 0))
-            return None
-        for resource, amount in demand.items():
-            have = free.get(resource, 0)
+                if name is None:
+                    return "*", True        # read for no queue in particular: the key wakes, and reads per queue
+                protected = self.ledger.protected_from(name, state)
+        for resource, amount in demand:
             kept = protected.get(resource, 0)
-            if amount > have - kept:
-                whole = state.fleet_allocatable.get(resource, 0)
-                return self._fleet_refusal(queue.name if kept > 0 else "", resource, amount, have, kept, whole)
+            if amount > free.get(resource, 0) - kept:
+                return resource, kept > 0
         return None
 
-    def _fleet_refusal(self, queue: str, resource: str, amount: int, have: int, kept: int, whole: int) -> Refusal:
+    def _fleet_refusal(self, queue: str, resource: str, amount: int, kept: bool, whole: int) -> Refusal:
         """The refusal, memoised on everything it says (it is immutable): a saturated fleet refuses most
-        of a large backlog here with a few dozen distinct texts, and formatting costs ~3 us each time."""
-        key = (queue, resource, amount, have, kept, whole)
+        of a large backlog here with a few distinct texts, and formatting costs ~3 us each time. No momentary
+        free amount is quoted (``atoll explain`` shows them): the text changes only when the verdict could."""
+        key = (queue, resource, amount, kept, whole)
         known = self._refusals.get(key)
         if known is not None:
             return known
-        if kept > 0:
-            usable = max(0, have - kept)
-            text = (f"queue {queue}: {resource} {qty(resource, amount)} requested but only "
-                    f"{qty(resource, usable)} of the fleet's {qty(resource, have)} free may be used: "
-                    f"{qty(resource, kept)} is kept for other queues' unused guarantees")
+        if kept:
+            text = (f"queue {queue}: job requests {resource} {qty(resource, amount)}, more than the fleet has free "
+                    f"outside other queues' unused guarantees (kept for them)")
         elif amount > whole:
             text = (f"job requests {resource} {qty(resource, amount)}, more than the whole fleet's "
                     f"{qty(resource, whole)} (ready clusters)")
-        else:
-            text = f"fleet has {resource} {qty(resource, have)} free, job requests {qty(resource, amount)}"
+        else:       # no momentary free amount: the text changes only when the verdict could
+            text = f"job requests {resource} {qty(resource, amount)}, more than the fleet has free"
         if len(self._refusals) >= 4096:
             self._refusals.clear()
         known = self._refusals[key] = Refusal(text, self.name, capacity=amount <= whole)

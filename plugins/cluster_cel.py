@@ -48,6 +48,10 @@ class ClusterFilter(Plugin):
     def judges_fitting_clusters_only(self) -> bool:
         return True       # one CEL result per (job, cluster) pair
 
+    def verdict_reads(self, job: Job, state: Any) -> Optional[tuple[Hashable, ...]]:
+        # the engine reads the ready clusters' names and labels for every job; other fields are not declared
+        return () if self.pairs.reads_labels_only else None
+
     def verdict_key(self, job: Job) -> Optional[Hashable]:
         return self.pairs.job_key(job)    # the values of the job fields the expression reads
 
@@ -103,6 +107,10 @@ class ClusterScore(Plugin):
 
     def judges_fitting_clusters_only(self) -> bool:
         return True       # one CEL result per (job, cluster) pair
+
+    def verdict_reads(self, job: Job, state: Any) -> Optional[tuple[Hashable, ...]]:
+        # the engine reads the ready clusters' names and labels for every job; other fields are not declared
+        return () if self.pairs.reads_labels_only else None
 
     def verdict_key(self, job: Job) -> Optional[Hashable]:
         return self.pairs.job_key(job)

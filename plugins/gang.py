@@ -24,7 +24,7 @@ from engine.plugin import Plugin
 from engine.resources import fits, format_resources
 from plugins._placeutil import ReasonCache, configure, merge, pack_across, place_on_nodes, pods_text, whole_fits
 
-_ONE = "gang needs {need} in one cluster; the most free in one cluster is {have}"
+_ONE = "gang needs {need} in one cluster; no ready cluster has that much free"
 _ACROSS = "gang needs {need} across the fleet; the fleet has {have} free"
 
 
@@ -47,6 +47,12 @@ class Gang(Plugin):
 
     def verdict_key(self, job: Job) -> Optional[Hashable]:
         return job.shape                  # tasks, minimum and demand; nothing of the queue
+
+    def verdict_reads(self, job: Job, state: FleetState) -> Optional[tuple[Hashable, ...]]:
+        if self.allow_split:
+            return None                   # a split gang reads the fleet's free capacity cluster by cluster
+        minimum = tuple(job.min_demand.items())
+        return (("max", minimum), ("each", minimum))
 
     # -- admit ------------------------------------------------------------------------------
     @hookimpl

@@ -25,8 +25,8 @@ from engine.plugin import Plugin
 from engine.resources import Resources, fits, format_resources
 from plugins._placeutil import ReasonCache, configure
 
-_ONE = "needs {need} in one cluster; the most free in one cluster is {have}"
-_SHORT = "{have} free, job needs {need}"
+_ONE = "needs {need} in one cluster; no ready cluster has that much free"
+_SHORT = "less than {need} free"
 
 
 class GpuCapacity(Plugin):
@@ -135,6 +135,16 @@ class GpuCapacity(Plugin):
     def verdict_key(self, job: Job) -> Optional[Hashable]:
         # GPU quotas are per queue; the model is asked for by a label or annotation
         return (job.queue, job.shape, job.labels.get(self.job_key) or job.annotations.get(self.job_key) or "")
+
+    def verdict_reads(self, job: Job, state: FleetState) -> Optional[tuple[Hashable, ...]]:
+        want, minimum = self.job_gpus(job)
+        if not want:
+            return ()
+        if self.allow_split:
+            return None                   # sums per GPU model and per replica: not declared
+        gpus = tuple(minimum.items())    # models read the ready clusters' labels (the engine's read)
+        usage = (("allocated", job.queue),) if self.quotas else ()     # GPU quotas of this plugin's config
+        return (("max", gpus), ("each", gpus), *usage)
 
     # -- admit --------------------------------------------------------------------------------
     @hookimpl

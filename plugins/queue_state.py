@@ -26,6 +26,9 @@ class QueueState(Plugin):
     def verdict_key(self, job: Job) -> Optional[Hashable]:
         return job.queue                  # only the queue's (and its parents') open state is read
 
+    def verdict_reads(self, job: Job, state: FleetState) -> Optional[tuple[Hashable, ...]]:
+        return ()                         # the queue line: read by the engine for every job
+
     @hookimpl
     def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:
         queue = state.queues.get(job.queue)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Callable, Hashable, Iterable, Iterator, Option
 
 from sortedcontainers import SortedList
 
+from engine.core.wake import Signature
 from engine.model import Job, Refusal
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ RangeBlock = Callable[["Group", Refusal, Entry, Optional[Entry]], None]
 class Group:
     """The pending jobs of one queue with one verdict key, in order."""
 
-    __slots__ = ("queue", "key", "shared", "entries", "reason")
+    __slots__ = ("queue", "key", "shared", "entries", "reason", "parked")
 
     def __init__(self, queue: str, key: Hashable, shared: bool) -> None:
         self.queue = queue
@@ -47,6 +48,7 @@ class Group:
         self.shared = shared             # False: a group of one job, whose refusals are never handed on
         self.entries: SortedList = SortedList()
         self.reason: Optional[str] = ""  # the pending reason all its jobs have; None when they differ
+        self.parked: Optional[tuple[Signature, Refusal]] = None   # refused while these reads had these values
 
 
 class Backlog:
@@ -148,6 +150,24 @@ class QueueWalk:
             self._block_range(group, refusal, since, self._bound)
 
 
+class Parking:
+    """Refusals of a queue's source this cycle, parked (engine.core.wake) when the source is done: only those
+    given in the state the queue ends in, so the reads are taken once per queue, not after every admission."""
+
+    def __init__(self, engine: "Engine") -> None:
+        self.engine = engine
+        self.refused: dict[int, tuple[Group, Job, Optional[Refusal], int]] = {}
+
+    def note(self, group: Group, job: Job, shared: Optional[Refusal]) -> None:
+        self.refused[id(group)] = (group, job, shared, self.engine.state.changes)
+
+    def flush(self) -> None:
+        engine, refused, self.refused = self.engine, self.refused, {}
+        changes = engine.state.changes
+        for group, job, shared, stamp in refused.values():
+            engine._park(group, job, shared if stamp == changes else None)
+
+
 class Source(Protocol):
     def take(self) -> Optional[Job]: ...
 
@@ -163,15 +183,28 @@ class WalkSource:
         self.walk = walk
         self.now = now
         self.current: Optional[tuple[Entry, Group]] = None
+        self.parking = Parking(engine)
 
     def take(self) -> Optional[Job]:
-        self.current = self.walk.take(self.engine._admissions)
-        return None if self.current is None else self.engine.state.jobs[self.current[0][2]]
+        engine, walk = self.engine, self.walk
+        while True:
+            self.current = walk.take(engine._admissions)
+            if self.current is None:
+                self.parking.flush()
+                return None
+            entry, group = self.current
+            job = engine.state.jobs[entry[2]]
+            refusal = engine._still_parked(group, job)
+            if refusal is None:
+                return job
+            walk.examined(entry, group, refusal)     # its reads are unchanged: the same refusal, no pipeline
 
     def examined(self, job: Job, refusal: Optional[Refusal]) -> None:
         assert self.current is not None
         entry, group = self.current
-        self.walk.examined(entry, group, self.engine._shares(job, refusal, self.now))
+        shared = self.engine._shares(job, refusal, self.now)
+        self.parking.note(group, job, shared)
+        self.walk.examined(entry, group, shared)
 
 
 class ListSource:
@@ -184,6 +217,7 @@ class ListSource:
         self.now = now
         self.keyed = engine._keyed and memo
         self.group: Optional[Group] = None       # the group of the job last taken (shared ones only)
+        self.parking = Parking(engine)
 
     def take(self) -> Optional[Job]:
         if not self.keyed:
@@ -197,13 +231,20 @@ class ListSource:
                 if known is not None and known[0] == engine._admissions:
                     engine._block(job, known[1], engine._result)
                     continue
+                parked = engine._still_parked(group, job)
+                if parked is not None:
+                    engine._block(job, parked, engine._result)
+                    continue
                 self.group = group
             else:
                 self.group = None
             return job
+        self.parking.flush()
         return None
 
     def examined(self, job: Job, refusal: Optional[Refusal]) -> None:
         group = self.group
         if group is not None and refusal is not None and refusal.retry_at is None:
             self.engine._memo[group.key] = (self.engine._admissions, refusal)
+        if group is not None:
+            self.parking.note(group, job, self.engine._shares(job, refusal, self.now))

@@ -27,6 +27,7 @@ from sortedcontainers import SortedList
 from engine.core.nomination import Preemptions
 from engine.core.backlog import Backlog, Entry, Group, ListSource, QueueWalk, Source, WalkSource
 from engine.core.state import FleetState
+from engine.core.wake import Reads, engine_reads, parkable
 from engine.model import (Admission, Cluster, CycleResult, Failure, Job, JobState, Placement, Queue, Recovery,
                           Refusal)
 from engine.pipeline import Pipeline, join_keys
@@ -54,6 +55,7 @@ class Engine:
         self._admissions = 0                           # bumps invalidate cached queue keys
         self._queue_keys: dict[str, tuple[int, tuple]] = {}
         self._preempt = Preemptions(self.state, pipeline)     # victims and nominations (engine.core.nomination)
+        self._reads = Reads(self.state, lambda: self.state.changes)   # parked keys' reads (engine.core.wake)
 
     # -- policy ----------------------------------------------------------------------
     def set_pipeline(self, pipeline: Pipeline) -> None:
@@ -453,6 +455,28 @@ class Engine:
                 reasons[job_id] = text
         group.reason = text if upto is None and since <= entries[0] else None
 
+    def _park(self, group: Group, job: Job, shared: Optional[Refusal]) -> None:
+        """After an examination: a shared refusal that no state change but one of its reads can lift is
+        parked with their values (engine.core.wake); anything else unparks the group."""
+        if shared is None or not parkable(job, shared, self.pipeline.has_preempt, self.state):
+            group.parked = None
+            return
+        declared = self.pipeline.verdict_reads(job, self.state)      # asked at each parking: may follow the state
+        if declared is None:
+            group.parked = None
+            return
+        group.parked = (self._reads.signature(engine_reads(job) + declared), shared)
+
+    def _still_parked(self, group: Group, job: Job) -> Optional[Refusal]:
+        """The group's parked refusal when ``job`` (one of its jobs) would get it now without asking."""
+        parked = group.parked
+        if parked is None or job.nominated is not None or job.not_before > self.state.now:
+            return None
+        if not self._reads.holds(parked[0]):
+            group.parked = None
+            return None
+        return parked[1]
+
     def _shares(self, job: Job, refusal: Optional[Refusal], now: float) -> Optional[Refusal]:
         """``refusal`` when every job of ``job``'s group would get it in the same state, else None."""
         if refusal is None or refusal.retry_at is not None or job.not_before > now:
@@ -525,6 +549,12 @@ class Engine:
                  f"attempts {job.attempts})", f"demand: {format_resources(job.demand)}"]
         if job.pending_reason:
             lines.append(f"reason: {job.pending_reason}")
+        if job.state is JobState.PENDING and job.demand:
+            # the momentary amounts live here, not in the reason: a reason quoting them would change (and be
+            # written to the job again) on every finish anywhere in the fleet
+            names = list(job.demand)
+            lines.append(f"free now: fleet {format_resources({n: self.state.fleet_free.get(n, 0) for n in names})}; "
+                         f"most in one cluster {format_resources({n: self.state.max_free.get(n, 0) for n in names})}")
         if job.placement:
             lines.append("placement: " + ", ".join(f"{c}: {p}" for c, p in sorted(job.placement.items())))
         if job.excluded_clusters:
@@ -553,8 +583,9 @@ def default_placement(job: Job, candidates: list[Cluster], state: FleetState) ->
         if state.any_node_shapes:
             return Refusal(f"no ready cluster has room for the whole job ({format_resources(demand)}) on its "
                            f"nodes (node shapes from resource models)", "engine")
-    return Refusal(f"no ready cluster has room for the whole job ({format_resources(demand)}); "
-                   f"the most free in one cluster is {format_resources(state.max_free)}", "engine", capacity=True)
+    # no momentary free amounts: the text changes only when the verdict could (engine.core.wake)
+    return Refusal(f"no ready cluster has room for the whole job ({format_resources(demand)})", "engine",
+                   capacity=True)
 
 
 def _summarise(reasons: dict[str, str], limit: int = 3) -> str:

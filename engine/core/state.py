@@ -27,6 +27,7 @@ class FleetState:
         self.queues: dict[str, Queue] = {}
         self.jobs: dict[str, Job] = {}
         self.capacity_epoch = 0
+        self.changes = 0            # grows with every change of free capacity, queue usage or queues (caches key on it)
         self.now = 0.0
         # cluster -> job id -> (reserved resources, started_at or None)
         self._inflight: dict[str, dict[str, tuple[Resources, Optional[float]]]] = {}
@@ -252,6 +253,7 @@ class FleetState:
 
     def _invalidate(self, cluster: str) -> None:
         """The cluster itself changed (status, readiness, labels, removal): drop every derived view."""
+        self.changes += 1
         self._free.pop(cluster, None)
         self._nodes.pop(cluster, None)
         self._fit_memo.pop(cluster, None)
@@ -263,6 +265,7 @@ class FleetState:
 
     def _usage_changed(self, cluster: str) -> None:
         """Only the engine's own bookings on a cluster changed: update derived views incrementally."""
+        self.changes += 1
         old = self._free.pop(cluster, None)
         self._fit_memo.pop(cluster, None)
         self._fits.changed(cluster)
@@ -287,6 +290,7 @@ class FleetState:
 
     # -- queues ----------------------------------------------------------------------
     def upsert_queue(self, queue: Queue) -> None:
+        self.changes += 1
         old = self.queues.get(queue.name)
         if old is not None:
             queue.allocated = old.allocated
@@ -296,6 +300,7 @@ class FleetState:
         self.capacity_epoch += 1
 
     def remove_queue(self, name: str) -> None:
+        self.changes += 1
         self.queues.pop(name, None)
         self._children = None
         self.capacity_epoch += 1
@@ -323,6 +328,7 @@ class FleetState:
 
     def _charge(self, queue: str, demand: Resources, sign: int) -> None:
         """Queue usage is kept for the queue and every ancestor (hierarchical quota)."""
+        self.changes += 1
         q = self.queues.get(queue)
         if q is None:
             return

@@ -58,7 +58,7 @@ async def test_json_twins_are_the_view_model() -> None:
         for q in queues["queues"]:                                   # what the JSON says is what the page shows
             assert f'data-queue="{q["name"]}"' in page and f'data-pending="{q["pending"]}"' in page
         detail = await (await client.get("/api/jobs/default/b1")).json()
-        assert detail["job"]["reason"] == "fleet has cpu 0 free, job requests 4"
+        assert detail["job"]["reason"] == "job requests cpu 4, more than the fleet has free"
         listing = await (await client.get("/api/jobs?state=admitted&cluster=m1")).json()
         assert [r["id"] for r in listing["rows"]] == ["default/p1"]
     finally:

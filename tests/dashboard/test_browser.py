@@ -69,7 +69,7 @@ def test_queues_page_rows_numbers_chart_and_live_update(browser: Any, live: tupl
     assert prod.find_element(By.CSS_SELECTOR, "span.share").text == "75.0%"
     assert prod.find_element(By.CSS_SELECTOR, "span.target").text == "66.7%"
     team_b = browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="team-b"]')
-    assert "starved" in team_b.text and "fleet has cpu N free, job requests N" in team_b.text
+    assert "starved" in team_b.text and "job requests cpu N, more than the fleet has free" in team_b.text
     wait_for(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#share-chart canvas"))
     assert browser.execute_script("return typeof uPlot") == "function"
     full_screenshot(browser, shots / "queues.png")
@@ -93,7 +93,7 @@ def test_jobs_page_filters_sorts_and_shows_hostile_names_as_text(browser: Any, l
     ids = [r.get_attribute("data-job") for r in browser.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")]
     assert ids == ["default/b1", "default/lost", f"default/{HOSTILE}"]
     cells = browser.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")[0].find_elements(By.TAG_NAME, "td")
-    assert cells[7].text == "1" and cells[9].text == "fleet has cpu 0 free, job requests 4"   # position, reason
+    assert cells[7].text == "1" and cells[9].text == "job requests cpu 4, more than the fleet has free"   # position, reason
     hostile = browser.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")[2].find_element(By.TAG_NAME, "a")
     assert hostile.text == f"default/{HOSTILE}"                                  # shown as text, not run
     with pytest.raises(NoAlertPresentException):
@@ -118,7 +118,7 @@ def test_job_detail_clusters_and_policy_pages(browser: Any, live: tuple[Server, 
     verdicts = {r.get_attribute("data-cluster"): r.get_attribute("data-verdict")
                 for r in browser.find_elements(By.CSS_SELECTOR, "#verdicts tbody tr")}
     assert verdicts == {"m1": "refused", "m2": "refused"}
-    assert "fleet has cpu 0 free" in browser.find_element(By.ID, "explain").text
+    assert "free now: fleet cpu=0" in browser.find_element(By.ID, "explain").text
     full_screenshot(browser, shots / "job.png")
     open_live(browser, server.url + "/clusters")
     m2 = browser.find_element(By.CSS_SELECTOR, 'section[data-cluster="m2"]')

@@ -51,7 +51,7 @@ def test_admission_log_feeds_the_job_timeline_and_stays_bounded() -> None:
     assert [(e["event"], e["detail"]) for e in detail["timeline"]][1:] == [
         ("attempt 1 admitted", "m1: w=1"), ("attempt 2 admitted", "m2: w=1")]
     waiting = jobs.job_view(source, "default/b1")
-    assert waiting is not None and waiting["timeline"][-1]["detail"] == "fleet has cpu 0 free, job requests 4"
+    assert waiting is not None and waiting["timeline"][-1]["detail"] == "job requests cpu 4, more than the fleet has free"
     log = AdmissionLog(limit=2)
     for i in range(3):
         log.admitted(f"j{i}", {"m": {"w": 1}}, float(i))

@@ -29,7 +29,7 @@ def test_queues_show_share_target_reasons_and_flags() -> None:
         (0.6667, 0.3333, 0.1667, 0.1667)
     assert q["prod"]["guaranteeShare"] == 0.25 and q["prod"]["overGuarantee"] and q["prod"]["borrowing"]
     assert q["team-b"]["starved"] and q["team-b"]["pending"] == 1 and not q["team-b"]["borrowing"]
-    assert q["team-b"]["pendingByReason"] == [{"reason": "fleet has cpu N free, job requests N", "count": 1}]
+    assert q["team-b"]["pendingByReason"] == [{"reason": "job requests cpu N, more than the fleet has free", "count": 1}]
     assert q["prod"]["admitted"] == 2 and q["prod"]["pending"] == 0
     assert not q["nowhere"]["known"] and q["nowhere"]["pending"] == 1
     assert data["resources"] == ["cpu", "memory", "nvidia.com/gpu", "pods"]
@@ -40,7 +40,7 @@ def test_jobs_filter_sort_page_and_positions() -> None:
     data = jobs.jobs_view(source, {"state": "pending"})
     assert [r["id"] for r in data["rows"]] == ["default/b1", "default/lost"]        # by submit time
     b1 = data["rows"][0]
-    assert b1["waiting"] == 97.0 and b1["position"] == 1 and b1["reason"] == "fleet has cpu 0 free, job requests 4"
+    assert b1["waiting"] == 97.0 and b1["position"] == 1 and b1["reason"] == "job requests cpu 4, more than the fleet has free"
     assert data["matched"] == 2 and data["total"] == 5
     admitted = jobs.jobs_view(source, {"state": "admitted", "cluster": "m2", "sort": "name", "order": "desc"})
     assert [r["id"] for r in admitted["rows"]] == ["default/p2", "default/a1"]
@@ -69,7 +69,7 @@ def test_job_detail_explains_each_cluster_and_shows_history() -> None:
     assert data is not None and data["job"]["state"] == "Pending"
     verdicts = by_name(data["clusters"], "cluster")
     assert verdicts["m1"]["verdict"] == "refused" and "short of cpu=4" in verdicts["m1"]["reason"]
-    assert "fleet has cpu 0 free" in data["explain"]
+    assert "free now: fleet cpu=0" in data["explain"]
     engine.state.clusters["m2"].ready = False
     engine.state._ready = None                                         # what upsert_cluster would reset
     assert by_name(jobs.job_view(source, "default/b1")["clusters"], "cluster")["m2"]["reason"] == \

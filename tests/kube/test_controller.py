@@ -338,3 +338,29 @@ def test_a_lost_cluster_requeues_only_jobs_that_run_there() -> None:
     ctl.step(2.0)
     ctl.on_cluster("DELETED", None, o.cluster("m1"), 3.0)
     assert patches(ctl.step(3.0), "requeue") == []
+
+
+def test_a_finish_elsewhere_rewrites_no_waiting_job() -> None:
+    """Reasons name the need and the constraint, not the free amount of the moment: when capacity moves but
+    a waiting job still cannot fit, its binding gets no new pending-reason patch and no new Event."""
+    from engine.policy import load_policy
+    from tests.core.test_wake import NO_PREEMPTION
+
+    ctl = Controller(load_policy(NO_PREEMPTION).pipeline)
+    big, small = o.batch_job("big", parallelism=40), o.batch_job("small", parallelism=20)
+    waiting = o.batch_job("waiting", parallelism=40)
+    feed(ctl, o.cluster("m1", cpu="64"), big, small, waiting, o.binding(big, created="2026-11-22T21:00:00Z"),
+         o.binding(small, created="2026-11-22T21:00:01Z"), o.binding(waiting, created="2026-11-22T21:00:02Z"))
+    items = ctl.step(1.0)
+    assert sorted(p.ref.name for p in patches(items, "admit")) == ["big-job", "small-job"]
+    (pending,) = patches(items, "pending")
+    reason = pending.body["metadata"]["annotations"]["atoll.dev/pending-reason"]
+    assert reason == "job requests cpu 40, more than the fleet has free"
+    done = o.batch_job("small", parallelism=20, rv="2",
+                       status={"succeeded": 20, "conditions": [{"type": "Complete", "status": "True"}]})
+    ctl.on_template("MODIFIED", done, small)
+    assert ctl.engine.state.fleet_free["cpu"] == 4_000
+    items = ctl.step(2.0)                      # 24 cpu free now, 40 needed: still waiting, for the same reason
+    assert events(items, "Finished") and ctl.engine.state.fleet_free["cpu"] == 24_000
+    assert patches(items, "pending") == [] and events(items, "Pending") == []
+    assert ctl.engine.state.jobs["team-a/waiting-job"].pending_reason == reason

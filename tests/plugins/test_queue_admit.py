@@ -81,7 +81,8 @@ def test_fleet_free_is_never_oversubscribed_by_uncapped_queues() -> None:
     engine.submit(job("b1", q="b", cpu="3", submit=1))
     engine.submit(job("b2", q="b", cpu="3", submit=2))
     assert admitted(engine) in (["a1", "b1"], ["b1", "a1"])
-    assert engine.state.jobs["b2"].pending_reason == "fleet has cpu 2 free, job requests 3"
+    assert engine.state.jobs["b2"].pending_reason == "job requests cpu 3, more than the fleet has free"
+    assert "free now: fleet cpu=2" in engine.explain("b2")
 
 
 def test_guarantee_is_kept_free_from_other_queues_and_usable_by_its_owner() -> None:
@@ -93,8 +94,8 @@ def test_guarantee_is_kept_free_from_other_queues_and_usable_by_its_owner() -> N
         engine.submit(job(f"dev{i}", q="dev", cpu="2", submit=i))
     assert admitted(engine) == ["dev0", "dev1"]          # 4 of 10: 6 kept for prod
     assert engine.state.jobs["dev2"].pending_reason == (
-        "queue dev: cpu 2 requested but only 0 of the fleet's 6 free may be used: "
-        "6 is kept for other queues' unused guarantees")
+        "queue dev: job requests cpu 2, more than the fleet has free outside other queues' unused guarantees "
+        "(kept for them)")
     engine.submit(job("prod0", q="prod", cpu="4", submit=10))
     engine.submit(job("prod1", q="prod", cpu="2", submit=11))
     assert admitted(engine, 1.0) == ["prod0", "prod1"]
@@ -110,8 +111,8 @@ def test_queue_beyond_its_guarantee_borrows_only_unreserved_capacity() -> None:
     engine.submit(job("b0", q="b", cpu="3", submit=2))
     assert admitted(engine) == ["a-big", "b0"]
     assert engine.state.jobs["a-more"].pending_reason == (
-        "queue a: cpu 1 requested but only 0 of the fleet's 3 free may be used: "
-        "3 is kept for other queues' unused guarantees")
+        "queue a: job requests cpu 1, more than the fleet has free outside other queues' unused guarantees "
+        "(kept for them)")
 
 
 def test_hierarchical_guarantee_protects_a_subtree_and_lets_its_children_share_it() -> None:

@@ -1,0 +1,130 @@
+"""Parked keys: a refused verdict key stays refused until something it read changes.
+
+A refusal depends on the job's verdict key and on FleetState. The key part is handled by
+``engine.core.backlog`` (a key refused once in a state refuses all its jobs). This module handles the
+state part across cycles: every admit/place plugin declares with ``Plugin.verdict_reads`` which facts of
+the state its verdict and refusal text read for a job, from a small vocabulary:
+
+- ``("fleet", need)``: the first resource of ``need`` (in its order) short of the fleet's free capacity,
+  or None;
+- ``("max", need)``: whether ``need`` fits the most free in one cluster (per resource);
+- ``("each", need)``: the ready clusters where ``need`` fits whole (the FitIndex set);
+- ``("allocated", queue)``: the usage of the queue and its ancestors;
+- ``("call", function, argument)``: ``function(state, argument)``, a plugin's own read (a bound method:
+  hashable, and its value must say everything the verdict reads through it);
+
+and the engine adds what it reads itself for every job: ``("line", queue)`` (the queue and its ancestors:
+existence, state, limits), ``("usage", queue)`` (their usage of the resources they limit) and
+``("ready",)`` (the ready clusters, their labels, the fleet's allocatable). A key refused with a shareable refusal is *parked* with the values of its reads
+(its signature). While the values are equal the plugins' contract says the verdict and text are equal
+too, so the walk hands the parked refusal on without calling the pipeline; a finish on one cluster
+changes the reads of the few keys it could help, and only those are examined again. The values are
+taken at the moment the walk reaches the key, so admissions earlier in the same cycle are seen exactly
+as the job-by-job loop sees them (tests/core/test_pruned_exact.py).
+
+Refusals that could start a preemption are never parked (the victims a dry run finds change with every
+admission), nor are node-shape-aware verdicts, nominated jobs, or keys a plugin declares nothing for.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Hashable, Optional
+
+from engine.core.state import FleetState
+from engine.model import Job, Refusal
+from engine.resources import fits
+
+Signature = tuple[tuple[Hashable, Hashable], ...]       # (read, value) pairs
+
+
+class Reads:
+    """Values of reads in the current state, cached until ``version()`` changes."""
+
+    def __init__(self, state: FleetState, version: Callable[[], Hashable]) -> None:
+        self.state = state
+        self._version = version
+        self._seen: Hashable = None
+        self._values: dict[Hashable, Hashable] = {}
+        self._ready: tuple[Any, Hashable] = (None, None)     # (ready list it was computed from, value)
+
+    def value(self, read: Hashable) -> Hashable:
+        version = self._version()
+        if version != self._seen:
+            self._seen = version
+            self._values.clear()
+        values = self._values
+        if read in values:
+            return values[read]
+        value = values[read] = self._compute(read)
+        return value
+
+    def signature(self, reads: tuple[Hashable, ...]) -> Signature:
+        value = self.value
+        return tuple((read, value(read)) for read in reads)
+
+    def holds(self, signature: Signature) -> bool:
+        """Every read still has the value it had when the signature was taken."""
+        version = self._version()
+        if version != self._seen:
+            self._seen = version
+            self._values.clear()
+        values = self._values
+        for read, seen in signature:
+            value = values[read] if read in values else self.value(read)
+            if value != seen:
+                return False
+        return True
+
+    def _compute(self, read: Any) -> Hashable:
+        state = self.state
+        kind = read[0]
+        if kind == "each":
+            need = dict(read[1])
+            return frozenset(c.name for c in state.clusters_fitting(need, state.ready_clusters()))
+        if kind == "max":
+            return fits(dict(read[1]), state.max_free)
+        if kind == "fleet":
+            free = state.fleet_free
+            return next((name for name, amount in read[1] if amount > free.get(name, 0)), None)
+        if kind == "call":              # a plugin's own read: ("call", function(state, argument), argument)
+            return read[1](state, read[2])
+        if kind in ("line", "usage", "allocated"):
+            queue = state.queues.get(read[1])
+            if queue is None:
+                return None
+            line = [queue, *state.ancestors(queue.name)] if queue.parent else [queue]
+            if kind == "line":
+                return tuple((q.name, q.open, q.parent, _items(q.capability), _items(q.deserved),
+                              _items(q.guarantee)) for q in line)
+            if kind == "allocated":
+                return tuple(_items(q.allocated) for q in line)
+            # usage of the resources the line limits (capability, deserved): a finish in a queue without
+            # limits changes nobody's verdict through its usage
+            return tuple(tuple((r, q.allocated.get(r, 0)) for r in sorted({*(q.capability or ()), *(q.deserved or ())}))
+                         for q in line)
+        if kind == "ready":
+            ready = state.ready_clusters()
+            if self._ready[0] is not ready:
+                self._ready = (ready, (tuple((c.name, _items(c.labels)) for c in ready),
+                                       _items(state.fleet_allocatable)))
+            return self._ready[1]
+        raise ValueError(f"unknown verdict read {read!r}")
+
+
+def _items(mapping: Optional[dict[str, Any]]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(mapping.items())) if mapping else ()
+
+
+def engine_reads(job: Job) -> tuple[Hashable, ...]:
+    """What the engine itself reads for every job: its queue line, the ready clusters, and (default
+    placement, when no place plugin decides) where the whole job and its minimum fit."""
+    demand, minimum = tuple(job.demand.items()), tuple(job.min_demand.items())
+    return (("line", job.queue), ("usage", job.queue), ("ready",), ("max", demand), ("each", demand),
+            ("each", minimum))
+
+
+def parkable(job: Job, refusal: Refusal, preempting: bool, state: FleetState) -> bool:
+    """Whether a shared refusal may be parked across state changes (see the module doc)."""
+    if refusal.retry_at is not None or job.nominated is not None or state.any_node_shapes:
+        return False
+    return not (refusal.capacity and preempting)

@@ -1,0 +1,142 @@
+"""Parked keys (engine.core.wake): a finish wakes only the refused keys it could help, the reasons do not
+move with unrelated capacity, and undeclared plugins keep the old behaviour."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.core.scheduler import Engine
+from engine.model import Cluster, Job, JobState, Queue, Task
+from engine.plugin import Plugin
+from engine.policy import load_policy
+from engine.resources import CPU, MEMORY
+from tests.core.test_pruned_exact import Pair, _copy
+
+ROOT = Path(__file__).resolve().parents[2]
+NO_PREEMPTION = ROOT / "policies" / "no-preemption.yaml"
+GI = 2**30
+
+
+def _job(i: int, pods: int, cpu: int, queue: str = "q") -> Job:
+    return Job(f"ns/j{i}", f"j{i}", "ns", queue=queue, submit_time=float(i),
+               tasks=[Task("t", pods, pods, {CPU: cpu, MEMORY: GI})])
+
+
+def _engine(**kwargs: Any) -> Engine:
+    engine = Engine(load_policy(NO_PREEMPTION).pipeline, **kwargs)
+    engine.upsert_cluster(Cluster("a", allocatable={CPU: 8000, MEMORY: 64 * GI}))
+    engine.upsert_cluster(Cluster("b", allocatable={CPU: 4000, MEMORY: 64 * GI}))
+    engine.upsert_queue(Queue("q"))
+    return engine
+
+
+def _saturated(engine: Engine) -> None:
+    for i in range(6):                          # 6 x 2 cpu: fills a (4) and b (2)
+        engine.submit(_job(i, 1, 2000))
+    for i in range(6, 26):                      # gangs of 3 x 2 cpu: only cluster a could ever hold one
+        engine.submit(_job(i, 3, 2000))
+    engine.cycle(1.0)
+    assert sum(j.state is JobState.ADMITTED for j in engine.state.jobs.values()) == 6
+
+
+def test_a_finish_that_cannot_help_a_key_does_not_examine_it() -> None:
+    engine = _engine()
+    _saturated(engine)
+    gang_reason = engine.state.jobs["ns/j6"].pending_reason
+    assert gang_reason == "job requests cpu 6, more than the fleet has free"      # no momentary amount in it
+    on_b = next(j.id for j in engine.state.jobs.values() if j.placement and "b" in j.placement)
+    engine.finished(on_b, True, ended_at=2.0)          # 2 cpu free on b (of 4): no gang of 6 cpu fits there
+    result = engine.cycle(2.0)
+    assert result.full and result.examined == 0        # the gangs' key is parked; nothing else waits
+    assert result.reasons == {}                        # no reason rewritten: nothing to write to the API
+    assert engine.state.jobs["ns/j6"].pending_reason == gang_reason
+    assert "free now: fleet cpu=2 memory=" in engine.explain("ns/j6")      # the amounts: in explain only
+
+
+def test_a_finish_that_could_help_wakes_the_key_and_it_is_admitted() -> None:
+    engine = _engine()
+    _saturated(engine)
+    on_a = [j.id for j in engine.state.jobs.values() if j.placement and "a" in j.placement]
+    for at, job_id in enumerate(on_a[:2], start=2):
+        engine.finished(job_id, True, ended_at=float(at))
+        assert engine.cycle(float(at)).examined == 0   # 2, then 4 cpu free on a: the gangs' reads did not change
+    engine.finished(on_a[2], True, ended_at=4.0)
+    result = engine.cycle(4.0)
+    assert result.examined == 2                        # 6 cpu free on a: the key wakes; j6 fits, then j7 does not
+    assert [a.job_id for a in result.admitted] == ["ns/j6"]
+
+
+class Undeclared(Plugin):
+    """A third-party admit plugin with a verdict key but no verdict_reads."""
+
+    name = "undeclared"
+    stages = ("admit",)
+
+    def verdict_key(self, job: Job) -> Any:
+        return job.shape
+
+
+def test_a_plugin_without_verdict_reads_keeps_its_keys_examined_on_every_change() -> None:
+    engine = _engine()
+    engine.pipeline._readers.append(Undeclared({}, None).verdict_reads)     # as if listed in admit
+    _saturated(engine)
+    on_b = next(j.id for j in engine.state.jobs.values() if j.placement and "b" in j.placement)
+    engine.finished(on_b, True, ended_at=2.0)
+    assert engine.cycle(2.0).examined == 1             # the gangs' key again (once: shared in the state)
+
+
+def test_parking_is_exact_under_churn_and_not_vacuous() -> None:
+    """A saturated fleet, a deep backlog of few shapes, finishes one at a time: pruned with parking and
+    exhaustive decide identically, and parking saves most examinations."""
+    pair = Pair(NO_PREEMPTION)
+    for name, cpu in (("a", 8000), ("b", 6000), ("c", 4000)):
+        pair.both("upsert_cluster", lambda name=name, cpu=cpu: (Cluster(name, allocatable={CPU: cpu, MEMORY: 64 * GI}),))
+    for q in ("q0", "q1"):
+        pair.both("upsert_queue", lambda q=q: (Queue(q),))
+    for i in range(200):
+        j = _job(i, (1, 2, 3, 5)[i % 4], 2000, queue=f"q{i % 2}")
+        pair.both("submit", lambda j=j: (_copy(j),))
+    pair.cycle()
+    for _ in range(40):
+        running = pair.admitted()
+        if not running:
+            break
+        pair.both("finished", lambda job_id=running[len(running) // 2]: (job_id, True, pair.now))
+        pair.cycle()
+    assert pair.cycles > 30 and pair.shared > 1000
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_parking_is_exact_on_random_churn(data: Any) -> None:
+    """Random fleets, queue limits and shapes under a stream of finishes, status reports and arrivals."""
+    pair = Pair(NO_PREEMPTION)
+    sizes = data.draw(st.lists(st.sampled_from((2000, 4000, 6000, 8000)), min_size=1, max_size=4), label="clusters")
+    for n, cpu in enumerate(sizes):
+        pair.both("upsert_cluster", lambda n=n, cpu=cpu: (Cluster(f"m{n}", allocatable={CPU: cpu, MEMORY: 16 * GI}),))
+    caps = data.draw(st.lists(st.sampled_from((None, 4000, 8000)), min_size=1, max_size=3), label="capabilities")
+    for n, cap in enumerate(caps):
+        pair.both("upsert_queue", lambda n=n, cap=cap: (Queue(f"q{n}", capability=cap and {CPU: cap}),))
+    seq = 0
+    for _ in range(data.draw(st.integers(5, 25))):
+        op = data.draw(st.sampled_from(("submit", "finish", "finish", "finish", "report")))
+        if op == "submit":
+            for _ in range(data.draw(st.integers(1, 12))):
+                j = _job(seq, data.draw(st.integers(1, 4)), data.draw(st.sampled_from((1000, 2000))),
+                         queue=f"q{data.draw(st.integers(0, len(caps) - 1))}")
+                seq += 1
+                pair.both("submit", lambda j=j: (_copy(j),))
+        elif op == "finish" and pair.admitted():
+            job_id = data.draw(st.sampled_from(pair.admitted()))
+            pair.both("finished", lambda job_id=job_id: (job_id, True, pair.now))
+        elif op == "report":
+            n = data.draw(st.integers(0, len(sizes) - 1))
+            used = data.draw(st.sampled_from((0, 1000, 2000)))
+            pair.both("upsert_cluster", lambda n=n, used=used: (
+                Cluster(f"m{n}", allocatable={CPU: sizes[n], MEMORY: 16 * GI}, allocated={CPU: used},
+                        status_time=pair.now),))
+        pair.cycle()
