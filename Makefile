@@ -48,7 +48,7 @@ e2e-build: setup                  ## build/cache Karmada, Kubernetes, kwok, etcd
 
 e2e: e2e-build                    ## e2e suite: starts a fleet (or reuses a healthy one), stops what it started
 	$(BIN)/mypy e2e
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q e2e
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q --durations=15 e2e   # the slowest tests, to keep CI under 45 min
 
 # The chart's image (charts/atoll/Dockerfile: the wheel + pinned dependencies, non-root). Needs docker or
 # podman (not available in CI); IMAGE names the result.
