@@ -115,7 +115,10 @@ class Controller(Evictions, Failures):
         self._model_warning(new, cluster.name, warnings[0] if warnings else None)
         before = self.engine.state.clusters.get(cluster.name)
         self.engine.upsert_cluster(cluster)
-        if before is not None and before.ready and not cluster.ready:
+        deleting = bool(meta(new).get("deletionTimestamp"))
+        # lost: Ready -> not ready; or first seen already being deleted (a restart during a deletion: Karmada
+        # waits for the bindings on it, so its jobs must be requeued now, not at a transition that never comes)
+        if not cluster.ready and ((before is not None and before.ready) or (before is None and deleting)):
             log.warning("cluster %s is %s: %s", cluster.name,
                         "being deleted" if meta(new).get("deletionTimestamp") else "NotReady",
                         [c for c in ((new.get("status") or {}).get("conditions") or ())

@@ -215,6 +215,19 @@ def test_bind_mode_a_cluster_being_deleted_loses_its_jobs_and_gets_no_new_ones()
     assert again.body["spec"]["clusters"] == [{"name": "m2", "replicas": 3}]
 
 
+def test_a_restart_during_a_cluster_deletion_requeues_its_jobs() -> None:
+    """The new leader first sees the Cluster already being deleted: no Ready -> NotReady transition will come."""
+    ctl = controller(Requeue({}, None), mode="bind")
+    job = o.vcjob("v", tasks=[("w", 3, None, "1")])
+    deleting = o.cluster("m1")
+    deleting["metadata"]["deletionTimestamp"] = "2026-11-23T10:00:00Z"
+    placed = o.binding(job, paused=False, scheduler="atoll", clusters=["m1"],
+                       annotations={plan.ADMITTED_ANNOTATION: "2026-11-23T09:00:00.000000Z"})
+    feed(ctl, deleting, o.cluster("m2"), job, placed)
+    (requeue,) = patches(ctl.step(5.0), "requeue")
+    assert requeue.ref.name == "v-job" and requeue.body["spec"]["clusters"] is None
+
+
 def test_bind_mode_restart_writes_a_scheduled_condition_the_dead_controller_left_unwritten() -> None:
     """Killed between the spec patch (spec.clusters) and the status write: the next leader adopts the job and
     writes Scheduled=True for the binding's generation; one already written is left alone."""
