@@ -13,15 +13,16 @@ re-examined until the epoch moves on: that is what makes a cycle O(changes).
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional
 
 from engine.core.fitindex import FitIndex
-from engine.core.nodefit import UNBOUNDED, NodeShapes, PerPod, fits, max_replicas, more_room, pairs, reserve, vector
-from engine.model import Cluster, Job, JobState, Pods, Queue
+from engine.core.nodefit import NodeShapes, more_room, reserve
+from engine.core.nodeview import NodeView
+from engine.model import Cluster, Job, JobState, Queue
 from engine.resources import Resources, add_into, clamp_nonnegative, sub
 
 
-class FleetState:
+class FleetState(NodeView):
     def __init__(self) -> None:
         self.clusters: dict[str, Cluster] = {}
         self.queues: dict[str, Queue] = {}
@@ -60,104 +61,6 @@ class FleetState:
             free = sub(sub(sub(c.allocatable, c.allocated), c.allocating), self._reserved.get(cluster, {}))
             cached = self._free[cluster] = clamp_nonnegative(free)
         return cached
-
-    # -- node view (issue 10: the only place that answers "does it fit") -------------------
-    def nodes(self, cluster: str) -> Optional[NodeShapes]:
-        """The cluster's virtual nodes now: its reported node shapes with Atoll's in-flight pods booked
-        on them (largest nodes first: ``nodefit.reserve``). None when it reports no resource models
-        (then only its totals are known). Finished jobs are not credited back here, unlike ``free``
-        (which nodes they freed is unknown): the next report shows them. Karmada's *default* cpu/memory
-        models are not used (None as well): their lower edges make e.g. a 10-cpu/10Gi node a 1-cpu/4Gi
-        one, so a conservative view from them would refuse nearly everything (see ARCHITECTURE.md).
-        Do not mutate."""
-        if cluster in self._nodes:
-            return self._nodes[cluster]
-        shapes = self.clusters[cluster].node_shapes
-        if shapes is not None and shapes.karmada_defaults:
-            shapes = None
-        if shapes is not None:
-            flights = self._inflight.get(cluster)
-            gone = self._gone.get(cluster)
-            if gone:
-                shapes = _freed(shapes, [pod for job_id in gone if job_id in self.jobs and job_id not in (flights or ())
-                                         for pod in self.jobs[job_id].placed_pods(cluster)])
-            if flights:
-                jobs = self.jobs
-                shapes = reserve(shapes, [pod for job_id in flights if job_id in jobs and job_id not in (gone or ())
-                                          for pod in jobs[job_id].placed_pods(cluster)])
-        self._nodes[cluster] = shapes
-        return shapes
-
-    def replicas_fit(self, cluster: str, per_pod: PerPod) -> int:
-        """How many pods of this shape the cluster can host now: its free totals, and its virtual nodes
-        when it reports node shapes (each pod on one node). ``nodefit.UNBOUNDED`` for an empty request."""
-        free = self.free(cluster)
-        best = UNBOUNDED
-        for name, amount in pairs(per_pod):
-            if amount > 0:
-                best = min(best, free.get(name, 0) // amount)
-        shapes = self.nodes(cluster) if best else None
-        if shapes is not None:
-            best = min(best, max_replicas(shapes, per_pod))
-        return best
-
-    def fits_tasks(self, cluster: str, pods: Sequence[tuple[PerPod, int]]) -> bool:
-        """Whether all these pods ((per-pod request, count) pairs, e.g. ``job.min_pods``) fit the
-        cluster at once: in its free totals, and packed first-fit on its virtual nodes when it has
-        node shapes (conservative: the nodes are the grades' lower edges)."""
-        free = self.free(cluster)
-        need: Resources = {}
-        for per_pod, count in pods:
-            for name, amount in pairs(per_pod):
-                need[name] = need.get(name, 0) + amount * count
-        for name, amount in need.items():
-            if amount > free.get(name, 0):
-                return False
-        shapes = self.nodes(cluster)
-        if shapes is None:
-            return True
-        memo = self._fit_memo.setdefault(cluster, {})
-        try:
-            known = memo.get(pods)
-        except TypeError:                 # unhashable (a list of dicts): no memo
-            return fits(shapes, pods)
-        if known is None:
-            if len(memo) > 4096:
-                memo.clear()
-            known = memo[pods] = fits(shapes, pods)
-        return known
-
-    def node_note(self, cluster: str) -> str:
-        """What "fits" means for this cluster, for explain and the docs."""
-        shapes = self.clusters[cluster].node_shapes
-        if shapes is None:
-            return "node shapes: totals only (no resource models)"
-        if shapes.karmada_defaults:
-            return "node shapes: totals only (Karmada's default cpu/memory models are too coarse to use)"
-        return f"node shapes: from resource models ({', '.join(sorted(shapes.resources))})"
-
-    @property
-    def any_node_shapes(self) -> bool:
-        return bool(self._shaped)
-
-    def clusters_fitting_pods(self, need: Resources, pods: Pods, clusters: list[Cluster]) -> list[Cluster]:
-        """Those of ``clusters`` where the pods ``pods`` (whose sum is ``need``) fit now: node-aware
-        where clusters report node shapes, else the same as ``clusters_fitting(need)``."""
-        if not self._shaped:
-            return self.clusters_fitting(need, clusters)
-        fit = self._fits.fitting(("pods", pods), self.clusters, self.free, self.clusters.__contains__,
-                                 lambda name: self.fits_tasks(name, pods))
-        return [c for c in clusters if c.name in fit]
-
-    def fits_somewhere(self, need: Resources, pods: Pods) -> bool:
-        """Whether some ready cluster holds these pods (summing to ``need``) now: ``clusters_fitting_pods``
-        over the ready clusters without building the list (admit-time checks)."""
-        if not self._shaped:
-            return bool(self.clusters_fitting(need, self.ready_clusters()))
-        fit = self._fits.fitting(("pods", pods), self.clusters, self.free, self.clusters.__contains__,
-                                 lambda name: self.fits_tasks(name, pods))
-        clusters = self.clusters
-        return any(clusters[name].ready for name in fit)
 
     def ready_clusters(self) -> list[Cluster]:
         """Ready clusters in name order (cached; do not mutate the list)."""
@@ -500,10 +403,3 @@ class FleetState:
     def nominations(self) -> dict[str, tuple[dict[str, Resources], dict[str, Resources]]]:
         """Preemptor id -> (capacity claimed per cluster, capacity its victims still hold per cluster)."""
         return self._nominations
-
-
-def _freed(shapes: NodeShapes, pods: Sequence[tuple[PerPod, int]]) -> NodeShapes:
-    """``shapes`` plus, for each pod given back, a virtual node of the pod's size (its graded resources)."""
-    extra = [(vector({k: v for k, v in pairs(per_pod) if k in shapes.resources}), count) for per_pod, count in pods]
-    return NodeShapes.of([*shapes.nodes, *((vec, n) for vec, n in extra if vec)], shapes.resources,
-                         shapes.karmada_defaults)
