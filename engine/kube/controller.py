@@ -120,7 +120,7 @@ class Controller(Evictions, Failures):
         # waits for the bindings on it, so its jobs must be requeued now, not at a transition that never comes)
         if not cluster.ready and ((before is not None and before.ready) or (before is None and deleting)):
             log.warning("cluster %s is %s: %s", cluster.name,
-                        "being deleted" if meta(new).get("deletionTimestamp") else "NotReady",
+                        "being deleted" if deleting else "NotReady",
                         [c for c in ((new.get("status") or {}).get("conditions") or ())
                          if isinstance(c, Mapping) and c.get("type") == "Ready"])
             self.lost_clusters.add(cluster.name)

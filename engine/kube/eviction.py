@@ -4,12 +4,12 @@ A victim is evicted by ONE merge patch on its binding (``plan.evict_patch``): th
 (``atoll.dev/preempted-by``, ``atoll.dev/evicting-since``, ``atoll.dev/preemptions``) together with
 ``spec.suspension.scheduling: true`` and no ``spec.clusters``. Karmada's binding controller then deletes the
 binding's Works, and the execution controller deletes the member objects (and so their pods) before letting
-each Work go. A victim whose workload ended (template Complete/Failed) before the eviction reached it is
-finished, not requeued: it must not run twice. One request makes it atomic: after a crash the binding either still runs untouched (the new
-leader decides afresh) or carries the intent (adopted as evicting, holding its capacity). Capacity is freed
-(``Engine.evicted``) only when the binding shows the eviction and none of its Works is left (the Works watch,
-metadata only: no GET per event), or after ``EVICTION_TIMEOUT`` for a member that cannot delete. The victim
-then waits in its queue, paused, and is resumed like any job (placed afresh).
+each Work go. One request makes it atomic: after a crash the binding either still runs untouched (the new
+leader decides afresh) or carries the intent (adopted as evicting, holding its capacity). A victim whose
+workload ended (template Complete/Failed) before the eviction reached it is finished, not requeued: a Job
+runs once. Capacity is freed (``Engine.evicted``) only when the binding shows the eviction and none of its
+Works is left (the Works watch, metadata only: no GET per event), or after ``EVICTION_TIMEOUT`` for a member
+that cannot delete. The victim then waits in its queue, paused, and is resumed like any job (placed afresh).
 """
 
 from __future__ import annotations
