@@ -26,16 +26,37 @@ def unique(prefix: str) -> str:
 
 
 def others_gone(host: Kube, own: str, timeout: float = 300.0) -> None:
-    """Wait until every other test's namespace (``atoll-<module>-<hex>``, deleted at its test's end) is gone.
+    """Wait until every other test's namespace (``atoll-<module>-<hex>``, deleted at its test's end) and every
+    binding outside ``own`` are gone.
 
-    For tests that change the whole fleet (a member deleted, the API server restarted): a namespace still
-    being deleted holds bindings on the members, and Karmada removes a Cluster only once no binding lists it."""
+    For tests that change the whole fleet (a member deleted): a binding still being deleted lists its members,
+    and Karmada removes a Cluster only once no binding lists it. A binding can outlive its namespace (seen in
+    CI: the namespace went while Karmada's finalizer was still on it); then no API call on it is possible
+    (NamespaceLifecycle: "namespace not found") and it would stay for ever. Such a binding is released the
+    way an operator would: its namespace is created again, the binding touched so Karmada's binding
+    controller finishes it now, and the namespace deleted once it is gone."""
     pattern = re.compile(r"^atoll-[a-z0-9-]+-[0-9a-f]{6}$")
+    recreated: set[str] = set()
 
     def left() -> list[str]:
-        return sorted(n for item in host.get("/api/v1/namespaces")["items"]
-                      if pattern.match(n := item["metadata"]["name"]) and n != own)
-    until("other tests' namespaces gone", lambda: not left(), timeout, show=left)
+        spaces = {item["metadata"]["name"] for item in host.get("/api/v1/namespaces")["items"]}
+        rbs = host.get(f"{RB_API}/resourcebindings")["items"]
+        for rb in rbs:
+            ns, name = rb["metadata"]["namespace"], rb["metadata"]["name"]
+            if ns not in spaces and rb["metadata"].get("deletionTimestamp"):
+                namespace(host, ns)
+                spaces.add(ns)
+                recreated.add(ns)
+                merge_patch(host, f"{RB_API}/namespaces/{ns}/resourcebindings/{name}",
+                            {"metadata": {"annotations": {"atoll.dev/e2e-release": "1"}}})
+        for ns in sorted(recreated - {rb["metadata"]["namespace"] for rb in rbs}):
+            delete(host, f"/api/v1/namespaces/{ns}")     # its stranded bindings are gone now
+            recreated.discard(ns)
+        return sorted({n for n in spaces if pattern.match(n) and n != own}
+                      | {f"binding {rb['metadata']['namespace']}/{rb['metadata']['name']}" for rb in rbs
+                         if rb["metadata"]["namespace"] != own})
+
+    until("other tests' namespaces and bindings gone", lambda: not left(), timeout, show=left)
 
 
 def until(what: str, check: Callable[[], T | None | Literal[False]], timeout: float = 90.0, show: Callable[[], Any] | None = None) -> T:
