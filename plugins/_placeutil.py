@@ -154,10 +154,10 @@ def pack_across(tasks: Sequence[Task], clusters: Iterable[str], free: Mapping[st
                 continue
             n = fit_count(task.resources, room, need)
             shapes = nodes.get(cluster) if nodes is not None else None
-            if n and shapes is not None:
+            if n and nodes is not None and shapes is not None:
                 n = min(n, max_replicas(shapes, task.resources))
                 if n:
-                    nodes[cluster] = pack(shapes, [(task.resources, n)]) or shapes   # type: ignore[index]
+                    nodes[cluster] = pack(shapes, [(task.resources, n)]) or shapes
             if n:
                 add_into(room, scale(task.resources, n), -1)
                 placement.setdefault(cluster, {})[task.name] = placement.get(cluster, {}).get(task.name, 0) + n

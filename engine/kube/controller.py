@@ -285,12 +285,12 @@ class Controller(Evictions, Failures):
             self.fingerprints[key] = fingerprint
             if self._restore_preemption(key, obj, job, now, out) or self.defer_preemptor(key):
                 return
-            if self._waiting(obj) and template_outcome(template) is not None:
-                # its workload already ended (e.g. a victim that completed while being evicted, seen after a
-                # restart): a Job runs once; admitting it again would run it a second time
-                log.debug("%s: its workload already ended; not admitted", key)
-                return
             if self._waiting(obj):
+                if template_outcome(template) is not None:
+                    # its workload already ended (e.g. a victim that completed while being evicted, seen after
+                    # a restart): a Job runs once; admitting it again would run it a second time
+                    log.debug("%s: its workload already ended; not admitted", key)
+                    return
                 refusal = self.engine.submit(job)
                 if refusal is not None:
                     ref = binding_ref(obj)
