@@ -229,12 +229,44 @@ def test_what_validates_does_not_fail_for_names_or_types_at_run_time(text: str) 
 ])
 def test_has_is_a_cel_bool_for_every_operator(text: str, with_tier: bool, without: bool) -> None:
     """Found by the property test above: cel-python's compiled runner made has() a Python bool, so ``!`` and
-    ``&&`` on it failed with "no such overload" on every job (engine.policy.cel._bool_has)."""
+    ``&&`` on it failed with "no such overload" on every job (engine.policy.cel._fix_transpiled)."""
     expression = CEL.compile(text, WHERE, ("job",), "bool")
     tiered, plain = JOBS[0], job_vars(Job(id="ns/b", name="b", namespace="ns", tasks=[Task("w", 1, 1, {"cpu": 1})]))
     assert expression.evaluate({"job": tiered}) is with_tier
     assert expression.evaluate({"job": plain}) is without
 
+
+
+@pytest.mark.parametrize("text", [
+    "job.priority + ((job.priority == (job.priority + job.priority)) ? job.priority : (job.priority / job.attempts))",
+    "1 + (job.attempts > 0 ? 1 : 10 / job.attempts)",
+    "job.priority * (job.attempts == 0 ? job.priority / job.attempts : 1) > 0",
+])
+def test_an_error_in_the_chosen_branch_is_the_result(text: str) -> None:
+    """Found by the property test above: cel-python's compiled ``c ? x : y`` handed the chosen branch's error on
+    as a value, and the next operator reported a type error ("no such overload: the operands have different
+    types") for what was a division by zero."""
+    expression = CEL.compile(text, WHERE, ("job",), "any")
+    never_ran = job_vars(Job(id="ns/b", name="b", namespace="ns", priority=3, attempts=0,
+                             tasks=[Task("w", 1, 1, {"cpu": 1})]))
+    with pytest.raises(CelRuntimeError, match="divide by zero"):
+        expression.evaluate({"job": never_ran})
+    ran_twice = job_vars(Job(id="ns/c", name="c", namespace="ns", priority=4, attempts=2,
+                             tasks=[Task("w", 1, 1, {"cpu": 1})]))
+    expression.evaluate({"job": ran_twice})       # the other branch, or no error: a value
+
+
+@pytest.mark.parametrize("text, value", [
+    ("job.priority > 0 || (job.attempts > 0 ? true : 1 / job.attempts == 1)", True),
+    ("(job.attempts > 0 ? true : 1 / job.attempts == 1) || job.priority > 0", True),
+    ("job.priority < 0 && (job.attempts > 0 ? true : 1 / job.attempts == 1)", False),
+])
+def test_or_and_still_absorb_an_error_of_a_conditional(text: str, value: bool) -> None:
+    """CEL's ``true || error`` is true and ``false && error`` false, also when the error comes from ``c ? x : y``."""
+    expression = CEL.compile(text, WHERE, ("job",), "bool")
+    never_ran = job_vars(Job(id="ns/b", name="b", namespace="ns", priority=3, attempts=0,
+                             tasks=[Task("w", 1, 1, {"cpu": 1})]))
+    assert expression.evaluate({"job": never_ran}) is value
 
 # -- the evaluation budget ---------------------------------------------------------------------------------
 def test_expression_size_is_bounded_at_load() -> None:

@@ -153,7 +153,7 @@ class CelCompiler:
         except CelCheckError as exc:
             raise InputError(_check_message(text, exc), where) from None
         try:
-            program = _bool_has(self._env.program(ast))
+            program = _fix_transpiled(self._env.program(ast))
         except Exception as exc:  # celpy's compiled runner transpiles at this point
             raise InputError(f"CEL expression {text!r} cannot be compiled: {exc}", where) from None
         expression = CelExpression(text, where, tuple(variables), result, program)
@@ -172,25 +172,50 @@ class CelCompiler:
         return expression
 
 
-# cel-python 0.5.0's compiled runner transpiles has(e.f) to a lambda returning Python's bool, not a CEL
-# BoolType, so every operator taking a CEL bool then fails on it: ``!has(job.labels.tier)`` and
-# ``x in m && has(...)`` raise "no such overload" on every object (the interpreted runner is right:
-# ``macro_has_eval`` wraps it). We wrap it the same way in the transpiled source and compile that.
+# Two fixes to cel-python 0.5.0's compiled runner, made in the source it transpiles (then compiled again):
+# * has(e.f) becomes a lambda returning Python's bool, not a CEL BoolType, so every operator taking a CEL bool
+#   then fails on it: ``!has(job.labels.tier)`` and ``x in m && has(...)`` raise "no such overload" on every
+#   object (the interpreted runner is right: ``macro_has_eval`` wraps it). We wrap it the same way.
+# * ``c ? x : y`` hands on the chosen branch's error as a *value* (``logical_condition``); the operator after it
+#   then fails on that value's type (``1 + (c ? 1 : 1 / 0)`` says "no such overload", not "divide by zero").
+#   In CEL an error in the chosen branch is the result: ``_condition`` raises its cause again, and celpy's
+#   ``result`` wrapper around the enclosing sub-expression turns it back into that error.
 _HAS_LINE = re.compile(r"^(\s*ex_\d+ = lambda activation: )"
                        r"(not isinstance\(celpy\.evaluation\.result\(activation, ex_\d+_h\), CELEvalError\))$",
                        re.MULTILINE)
+_CONDITION = "celpy.celtypes.logical_condition("
 
 
-def _bool_has(program: Any) -> Any:
+# what celpy's ``result`` wrapper turns into a CEL error value (it lets anything else through)
+_CHECKED = (ValueError, KeyError, TypeError, ZeroDivisionError, OverflowError, IndexError, NameError)
+
+
+def _condition(e: Any, x: Any, y: Any) -> Any:
+    """``e ? x : y`` where an error in the chosen branch is raised again, not returned, so the ``result``
+    wrapper around the enclosing sub-expression makes it that sub-expression's error (``||``/``&&`` still
+    absorb it as CEL says: ``true || error`` is true)."""
+    value = celtypes.logical_condition(e, x, y)
+    if isinstance(value, CELEvalError) and isinstance(value.__cause__, _CHECKED):
+        raise value.__cause__
+    return value
+
+
+def _fix_transpiled(program: Any) -> Any:
     tp = getattr(program, "tp", None)
     source = getattr(tp, "source_text", None)
-    if tp is None or not isinstance(source, str) or "# ident_arg has:" not in source:
+    if tp is None or not isinstance(source, str):
         return program
-    fixed, count = _HAS_LINE.subn(r"\1celpy.celtypes.BoolType(\2)", source)
-    if count != source.count("# ident_arg has:"):   # cel-python changed its template: fail loudly, in tests
-        raise RuntimeError("cannot make has() return a CEL bool in this cel-python version")
-    tp.source_text = fixed
-    tp.executable_code = compile(fixed, "<string>", "exec")
+    fixed = source
+    if "# ident_arg has:" in source:
+        fixed, count = _HAS_LINE.subn(r"\1celpy.celtypes.BoolType(\2)", fixed)
+        if count != source.count("# ident_arg has:"):   # cel-python changed its template: fail loudly, in tests
+            raise RuntimeError("cannot make has() return a CEL bool in this cel-python version")
+    if _CONDITION in fixed:
+        # the code runs in celpy.evaluation's globals: reach ``_condition`` through the import system
+        fixed = fixed.replace(_CONDITION, f"__import__({__name__!r}, fromlist=['_condition'])._condition(")
+    if fixed is not source:
+        tp.source_text = fixed
+        tp.executable_code = compile(fixed, "<string>", "exec")
     return program
 
 
