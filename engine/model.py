@@ -78,6 +78,7 @@ class Job:
     # --- owned by the engine -------------------------------------------------
     state: JobState = JobState.PENDING
     attempts: int = 0               # admissions so far
+    failures: dict[str, int] = field(default_factory=dict)   # failures so far by kind (FailureKind value)
     excluded_clusters: set[str] = field(default_factory=set)
     not_before: float = 0.0         # backoff: not admitted before this time
     pending_reason: str = ""

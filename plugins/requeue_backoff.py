@@ -4,11 +4,15 @@ After the n-th failed admission (``job.attempts`` = n) the job waits
 ``min(maxDelay, initialDelay × factor^(n−1))`` seconds, optionally stretched by a
 *seeded* jitter (hash of seed, job id and attempt: deterministic, no global RNG), then
 competes again. On the configured failure kinds it avoids the cluster it failed on.
+Only failures of the ``giveUpOn`` kinds (default: the workload failed, or did not start within
+its deadline) count towards ``maxAttempts``: a job whose member could not host it
+(``Unschedulable``, e.g. pods waiting for a node to free) or whose cluster was lost is not at
+fault, and is requeued for as long as it takes, as Kueue does by default.
 Exclusions never strand a job: if avoiding the failed cluster (on top of earlier
 exclusions) would leave no ready cluster whose allocatable can hold the job's gang
 minimum, the older exclusions are dropped, and if even the failed cluster alone is
 the only such cluster, nothing is excluded (a flaky cluster beats no cluster). After
-``maxAttempts`` admissions it gives up with a reason naming the last failure.
+``maxAttempts`` such failures it gives up with a reason naming the last failure.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class RequeueBackoff(Plugin):
         self.max_attempts: int = self.config["maxAttempts"]
         self.exclude = bool(self.config["excludeFailedCluster"])
         self.exclude_on = {FailureKind(k) for k in self.config["excludeOn"]}
+        self.give_up_on = {FailureKind(k) for k in self.config["giveUpOn"]}
         self.jitter = float(self.config["jitter"])
         self.seed = str(self.config["seed"])
 
@@ -56,15 +61,20 @@ class RequeueBackoff(Plugin):
         attempt = max(1, job.attempts)
         where = f" on {failure.cluster}" if failure.cluster else ""
         what = f"{failure.kind.value}{where}" + (f": {failure.message}" if failure.message else "")
-        if attempt >= self.max_attempts:
+        counts = failure.kind in self.give_up_on
+        # job.failures already holds this failure (the engine counts it before the recover stage)
+        counted = sum(job.failures.get(kind.value, 0) for kind in self.give_up_on)
+        if counts and counted >= self.max_attempts:
             return Recovery(requeue=False, reason=f"gave up after {attempt} attempt(s) (maxAttempts "
                                                   f"{self.max_attempts}); last failure: {what}")
         avoid = self._exclusions(job, failure, state)
         delay = self.delay(job, attempt)
         avoiding = f", avoiding {', '.join(sorted(avoid | job.excluded_clusters))}" if avoid or job.excluded_clusters \
             else ""
+        retry = f"retry {counted + 1} of {self.max_attempts}" if counts else \
+            f"retry ({failure.kind.value} does not count towards maxAttempts {self.max_attempts})"
         return Recovery(requeue=True, delay=delay, exclude_clusters=frozenset(avoid),
-                        reason=f"{what}; retry {attempt + 1} of {self.max_attempts} after {delay:g}s{avoiding}")
+                        reason=f"{what}; {retry} after {delay:g}s{avoiding}")
 
     def _exclusions(self, job: Job, failure: Failure, state: FleetState) -> set[str]:
         """The clusters to add to the job's exclusions. May clear the job's older exclusions

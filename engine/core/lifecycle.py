@@ -67,7 +67,7 @@ class JobLifecycle:
         """The job's spec changed (same id). Waiting jobs are re-keyed; admitted ones re-charged,
         so a scale-up after admission is counted against quota and capacity."""
         old = self.state.jobs[job.id]
-        for name in ("state", "attempts", "excluded_clusters", "not_before", "pending_reason", "placement",
+        for name in ("state", "attempts", "failures", "excluded_clusters", "not_before", "pending_reason", "placement",
                      "admitted_at", "seq", "blocked_epoch", "preemptions", "preempted_by", "nominated",
                      "nominated_at", "victims", "evicted_at"):
             setattr(job, name, getattr(old, name))
@@ -124,6 +124,7 @@ class JobLifecycle:
         self.state.release(job)
         self._unindex(job)
         self._preempt.drop(job)
+        job.failures[failure.kind.value] = job.failures.get(failure.kind.value, 0) + 1
         recovery = self.pipeline.recover(job=job, failure=failure, state=self.state, now=now)
         if recovery is None:
             recovery = Recovery(requeue=False, reason=f"{failure.kind.value}: {failure.message or 'failed'}; "

@@ -107,3 +107,43 @@ def test_bad_durations_are_input_errors() -> None:
         RequeueBackoff({"initialDelay": "ten seconds"}, None, "p.yaml: spec.plugins.requeue-backoff")
     assert "initialDelay" in str(info.value)
     assert RequeueBackoff({"initialDelay": "1m30s", "maxDelay": 3600}, None).initial == 90
+
+
+def test_unschedulable_and_lost_clusters_do_not_count_towards_max_attempts() -> None:
+    """A member that has no node for the pods yet (or goes away) is not the job's fault: by default the job
+    is requeued for as long as it takes; only the giveUpOn kinds (JobFailed, DeadlineExceeded) count."""
+    g = Gang({}, None)
+    r = RequeueBackoff({"maxAttempts": 2, "maxDelay": "20s"}, None)
+    e = engine({"admit": [g], "place": [g], "recover": [r]}, [cluster("a", cpu="8"), cluster("b", cpu="8")])
+    e.submit(job("j", task("w", 2, cpu="2")))
+    now = 0.0
+    for kind in [FailureKind.UNSCHEDULABLE, FailureKind.CLUSTER_LOST] * 3:
+        result = e.cycle(now)
+        assert [a.job_id for a in result.admitted] == ["j"]
+        where = next(iter(result.admitted[0].placement))
+        recovery = e.fail("j", Failure(kind, where, "pods unschedulable"), now)
+        assert recovery.requeue, recovery.reason
+        assert f"retry ({kind.value} does not count towards maxAttempts 2) after" in recovery.reason
+        now += recovery.delay
+    assert e.state.jobs["j"].failures == {"Unschedulable": 3, "ClusterLost": 3}
+    result = e.cycle(now)
+    recovery = e.fail("j", Failure(FailureKind.JOB_FAILED, next(iter(result.admitted[0].placement)), "OOMKilled"), now)
+    assert recovery.requeue and "JobFailed on" in recovery.reason and "retry 2 of 2" in recovery.reason
+    now += recovery.delay
+    result = e.cycle(now)
+    recovery = e.fail("j", Failure(FailureKind.DEADLINE, next(iter(result.admitted[0].placement))), now)
+    assert not recovery.requeue
+    assert recovery.reason.startswith("gave up after 8 attempt(s) (maxAttempts 2); last failure: DeadlineExceeded")
+    assert e.state.jobs["j"].state is JobState.FAILED
+
+
+def test_give_up_on_every_kind_when_configured() -> None:
+    r = RequeueBackoff({"maxAttempts": 1, "giveUpOn": ["Unschedulable"]}, None)
+    e = engine({"recover": [r]}, [cluster("a", cpu="8")])
+    e.submit(job("j", task("w", 1, cpu="1")))
+    e.cycle(0.0)
+    recovery = e.fail("j", Failure(FailureKind.UNSCHEDULABLE, "a"), 0.0)
+    assert not recovery.requeue and "gave up after 1 attempt(s)" in recovery.reason
+    with pytest.raises(InputError) as info:
+        RequeueBackoff({"giveUpOn": ["Sometimes"]}, None, "p.yaml: spec.plugins.requeue-backoff")
+    assert "giveUpOn" in str(info.value)
