@@ -133,10 +133,11 @@ def main(argv: Any = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenario")
     parser.add_argument("--policy")
+    parser.add_argument("--seed", type=int, help="overrides spec.seed, as atoll simulate --seed")
     parser.add_argument("--why", action="store_true", help="no oracle: why attempts stalled")
     args = parser.parse_args(argv)
     pipeline, name, _ = load_pipeline(resolve_policy(args.policy))
-    sim = Simulation(load_scenario(args.scenario), pipeline, name, placement_mode="bind")
+    sim = Simulation(load_scenario(args.scenario, seed=args.seed), pipeline, name, placement_mode="bind")
     if args.why:
         print(json.dumps(why(sim), indent=1))
         return
