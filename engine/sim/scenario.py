@@ -137,6 +137,7 @@ class Scenario:
     queues: list[Queue]
     jobs: list[JobSpec]
     events: list[ClusterEvent]
+    stuck_after: float = 0.0    # the controller's --stuck-after: an attempt with pods unbound this long fails (0: off)
 
     def build_queues(self) -> list[Queue]:
         """Fresh Queue objects (the engine owns and mutates its copies)."""
@@ -278,7 +279,8 @@ def _build(raw: dict[str, Any], source: str, seed_override: Optional[int]) -> Sc
         status_period=_positive(spec.get("statusPeriod", 10), at("statusPeriod")),
         schedule_period=parse_duration(spec.get("schedulePeriod", 1), at("schedulePeriod")),
         horizon=_positive(spec.get("horizon", "30d"), at("horizon")),
-        member_scheduler=member, clusters=clusters, queues=queues, jobs=jobs, events=events)
+        member_scheduler=member, clusters=clusters, queues=queues, jobs=jobs, events=events,
+        stuck_after=parse_duration(spec.get("stuckAfter", 0), at("stuckAfter")))
 
 
 def _check_budget(spec: dict[str, Any], at: Any) -> None:

@@ -1,4 +1,5 @@
-"""tools/node_oracle.py, the measurement behind docs/node-shapes.md "What the engine could have known"."""
+"""Stalls (admitted jobs waiting in a member): tools/node_oracle.py, the measurement behind docs/node-shapes.md
+"What the engine could have known", and the simulator's stuck-pod check (spec.stuckAfter)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,14 @@ def test_why_names_the_stall_no_node_fitted() -> None:
     assert counts == {"a": {"started fit-nodes default-models-no": 1},
                       "b": {"started fit-nodes default-models-no": 1},
                       "c": {"stalled>2p no-node default-models-no": 1}}
+
+
+def test_stuck_after_fails_an_attempt_whose_pods_stay_unbound_as_the_controller_does() -> None:
+    """``spec.stuckAfter`` plays the controller's ``--stuck-after``: c's pod is unbound 5 s after it was created,
+    so c fails Unschedulable on m1 at t=6 (without it, c waits in m1 until t=100: the first test)."""
+    result = Simulation(scenario("stuckAfter: 5s\n" + FRAGMENTED), pipeline(), "plain").run()
+    c = result.jobs["default/c"].attempts[0]
+    assert (c.outcome, c.end_time, c.start_time) == ("Unschedulable", 6.0, None)
+    assert "Unschedulable in m1 for 5s" in c.message
+    a = result.jobs["default/a"].attempts[0]
+    assert a.outcome == "Succeeded" and len(result.jobs["default/a"].attempts) == 1   # bound at once: never stuck
