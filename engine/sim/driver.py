@@ -31,7 +31,7 @@ from engine.sim.members import Member
 from engine.sim.scenario import ClusterEvent, JobSpec, Scenario
 
 # event kinds, in the order they are applied within one timestamp
-FINISH, CLUSTER, DEADLINE, STATUS, SUBMIT, CYCLE, EVICT = range(7)
+FINISH, CLUSTER, DEADLINE, STATUS, SUBMIT, CYCLE, EVICT, STUCK = range(8)
 Progress = Callable[[float, int, int], None]
 
 
@@ -230,6 +230,8 @@ class Simulation:
             self._cycle_pending = False
         elif kind == EVICT:
             self._evict(*payload)
+        elif kind == STUCK:
+            self._stuck(*payload)
 
     def _submit(self, spec: JobSpec) -> None:
         refusal = self.engine.submit(spec.build())
@@ -304,6 +306,23 @@ class Simulation:
                            f"no node of {cluster} can host these pods (the member scheduler reports Unschedulable)")
                 return
             member.add(job.id, {t: n for t, n in replicas.items() if n}, tasks)
+            if self.scenario.stuck_after > 0:
+                self._push(self.now + self.scenario.stuck_after, STUCK, (job.id, len(sim.attempts), cluster))
+
+    def _stuck(self, job_id: str, attempt_no: int, cluster: str) -> None:
+        """The controller's stuck-pod check (``spec.stuckAfter``, its ``--stuck-after``): pods of this attempt
+        still unbound in ``cluster`` that long after they were created (Volcano binds a gang all at once, so they
+        were unbound all along) fail the job there as Unschedulable."""
+        sim = self.jobs[job_id]
+        attempt = sim.attempts[-1] if sim.attempts else None
+        if len(sim.attempts) != attempt_no or attempt is None or attempt.outcome != "Unfinished" \
+                or attempt.start_time is not None:
+            return
+        member = self.members[cluster]
+        if member.jobs.get(job_id) is None or all(p.node is not None for p in member.jobs[job_id].pods):
+            return
+        self._fail(job_id, FailureKind.UNSCHEDULABLE, cluster,
+                   f"pods stayed Unschedulable in {cluster} for {self.scenario.stuck_after:g}s (stuck-pod check)")
 
     def _preempt(self, preemption: Preemption) -> None:
         """Karmada removes each victim's workload from its members; pods get the grace period."""

@@ -299,9 +299,11 @@ class Member:
         return None
 
     def _request(self, task: Task) -> Resources:
-        request = dict(task.resources)
+        """What a pod of ``task`` takes on a node: its requests and one pod slot (the engine's jobs carry
+        that slot already, as the controller's do: ``scenario.pod_request``)."""
+        request = {k: v for k, v in task.resources.items() if k != PODS}
         if self.count_pods:
-            request[PODS] = request.get(PODS, 0) + 1
+            request[PODS] = 1
         return request
 
 

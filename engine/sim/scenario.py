@@ -17,7 +17,7 @@ from engine._data import data_path
 from engine.core.nodefit import DEFAULT_GRADES
 from engine.errors import InputError
 from engine.model import Job, Queue, Task
-from engine.resources import Resources, add_into, fits, parse_quantity, parse_resources, scale
+from engine.resources import PODS, Resources, add_into, fits, parse_quantity, parse_resources, scale
 from engine.policy.schema_check import first_error, load_schema_file
 from engine.policy.yaml_source import PathPart, YamlLimits, format_path, line_of, load_yaml, read_source
 
@@ -52,6 +52,18 @@ def parse_duration(value: object, where: str) -> float:
         if number >= 0 and text:
             return number
     raise InputError(f"invalid duration {value!r} (expected seconds or e.g. '90s', '3m', '1h')", where)
+
+
+DEFAULT_MAX_PODS = 110
+"""A node's ``pods`` allocatable when the scenario gives none: the kubelet's default ``--max-pods``."""
+
+
+def pod_request(resources: Resources) -> Resources:
+    """One pod's request as the controller builds it (``engine.kube.translate.pod_requests``): what the
+    scenario's task asks for plus one ``pods`` slot, so the engine counts pod slots as on a real fleet."""
+    request = dict(resources)
+    request[PODS] = request.get(PODS, 0) + 1
+    return request
 
 
 @dataclass
@@ -96,7 +108,7 @@ class JobSpec:
         return Job(id=self.id, name=self.name, namespace=self.namespace, queue=self.queue, priority=self.priority,
                    priority_class=self.priority_class, labels=dict(self.labels), annotations=dict(self.annotations),
                    submit_time=self.submit_at,
-                   tasks=[Task(t.name, t.replicas, t.min_available, dict(t.resources)) for t in self.tasks])
+                   tasks=[Task(t.name, t.replicas, t.min_available, pod_request(t.resources)) for t in self.tasks])
 
     def min_demand(self) -> Resources:
         total: Resources = {}
@@ -125,6 +137,7 @@ class Scenario:
     queues: list[Queue]
     jobs: list[JobSpec]
     events: list[ClusterEvent]
+    stuck_after: float = 0.0    # the controller's --stuck-after: an attempt with pods unbound this long fails (0: off)
 
     def build_queues(self) -> list[Queue]:
         """Fresh Queue objects (the engine owns and mutates its copies)."""
@@ -192,6 +205,7 @@ def _build(raw: dict[str, Any], source: str, seed_override: Optional[int]) -> Sc
         nodes: list[Resources] = []
         for j, group in enumerate(c["nodes"]):
             alloc = parse_resources(group["allocatable"], at(f"clusters[{i}].nodes[{j}].allocatable"))
+            alloc.setdefault(PODS, DEFAULT_MAX_PODS)     # every node has pod slots, as every kubelet reports
             nodes.extend(dict(alloc) for _ in range(int(group.get("count", 1))))
         grades = parse_models(c["resourceModels"], at(f"clusters[{i}].resourceModels")) \
             if "resourceModels" in c else default_grades
@@ -265,7 +279,8 @@ def _build(raw: dict[str, Any], source: str, seed_override: Optional[int]) -> Sc
         status_period=_positive(spec.get("statusPeriod", 10), at("statusPeriod")),
         schedule_period=parse_duration(spec.get("schedulePeriod", 1), at("schedulePeriod")),
         horizon=_positive(spec.get("horizon", "30d"), at("horizon")),
-        member_scheduler=member, clusters=clusters, queues=queues, jobs=jobs, events=events)
+        member_scheduler=member, clusters=clusters, queues=queues, jobs=jobs, events=events,
+        stuck_after=parse_duration(spec.get("stuckAfter", 0), at("stuckAfter")))
 
 
 def _check_budget(spec: dict[str, Any], at: Any) -> None:

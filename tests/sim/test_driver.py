@@ -223,3 +223,27 @@ def test_a_deadlock_without_deadlines_ends_the_run_and_is_reported() -> None:
     stuck = [j for j in result.jobs.values() if j.state == "Pending"]
     assert stuck and all("gang never started (pods bound: worker " in j.reason for j in stuck)
     assert all(j.state in ("Succeeded", "Pending") for j in result.jobs.values())
+
+
+def test_pod_slots_count_in_the_engine_as_in_the_controller() -> None:
+    """A job carries one ``pods`` slot per pod (engine.kube.translate.pod_requests adds it in the
+    controller): the engine admits no more pods than a member has slots, so none waits in the member.
+    Here 2 nodes x 2 slots: the second 4-pod job waits in the engine (cpu alone would fit both)."""
+    body = """
+clusters: [{name: m1, nodes: [{count: 2, allocatable: {cpu: "10", memory: 10Gi, pods: "2"}}]}]
+jobs:
+  - {name: a, duration: 10s, tasks: [{name: w, replicas: 4, resources: {cpu: "1"}}]}
+  - {name: b, duration: 10s, tasks: [{name: w, replicas: 4, resources: {cpu: "1"}}]}
+"""
+    result = simulate(scenario(body), pipeline(), "plain")
+    a, b = (result.jobs[f"default/{n}"].attempts for n in "ab")
+    assert [x.outcome for x in a + b] == ["Succeeded", "Succeeded"]
+    assert b[0].admit_time == 10.0 and b[0].start_time == 10.0      # admitted when a's slots were free
+    assert a[0].start_time == a[0].admit_time == 0.0
+
+
+def test_nodes_without_a_pods_allocatable_get_the_kubelet_default() -> None:
+    s = scenario("clusters: [{name: m1, nodes: [{count: 2, allocatable: {cpu: \"4\"}}]}]")
+    assert s.clusters[0].allocatable == {"cpu": 8000, "pods": 220}
+    m = Member("m1", {}, s.clusters[0].nodes, "volcano", random.Random(0))
+    assert m._request(Task("w", 1, 1, {"cpu": 1000, "pods": 1})) == {"cpu": 1000, "pods": 1}   # one slot, not two

@@ -155,7 +155,7 @@ def test_per_queue_wait_percentiles_and_top_pending_reasons() -> None:
     assert s["queues"]["b"]["wait"] == {"p50": 0.0, "p95": 0.0, "started": 1}
     top = s["pendingReasons"][0]
     assert top["jobs"] == 2 and "no ready cluster has room" in top["example"]
-    assert top["reason"] == reason_kind(top["example"]) and "(cpu=N)" in top["reason"]
+    assert top["reason"] == reason_kind(top["example"]) and "(cpu=N pods=N)" in top["reason"]
 
 
 def test_reason_kind_keeps_names_and_replaces_amounts() -> None:

@@ -57,7 +57,8 @@ def test_parses_clusters_queues_and_jobs_exactly() -> None:
     assert (job.submit_at, job.duration, job.deadline) == (60.0, 90.0, 3600.0)
     assert job.tasks[0].min_available == 2 and job.tasks[0].resources == {"cpu": 500, "memory": 2**30}
     built = job.build()
-    assert built.id == "default/a" and built.demand == {"cpu": 1000, "memory": 2**31}
+    # one pod slot per pod, as the controller's translation adds (engine.kube.translate.pod_requests)
+    assert built.id == "default/a" and built.demand == {"cpu": 1000, "memory": 2**31, "pods": 2}
 
 
 def test_generators_expand_deterministically_with_the_seed() -> None:
