@@ -1,17 +1,15 @@
-"""Stalls (admitted jobs waiting in a member): tools/node_oracle.py, the measurement behind docs/node-shapes.md
+"""Stalls (admitted jobs waiting in a member): engine/sim/node_oracle.py, the measurement behind docs/node-shapes.md
 "What the engine could have known", and the simulator's stuck-pod check (spec.stuckAfter)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+import importlib
 from types import ModuleType
 
 from engine.sim.driver import Simulation
 from engine.sim.report import build_report
 from tests.sim.helpers import pipeline, scenario
 
-ROOT = Path(__file__).resolve().parents[2]
 
 # Two 4-cpu nodes; a and b take 3 cpu on each for 100 s; c's 2-cpu pod fits the summed 2 cpu free but no node.
 FRAGMENTED = """
@@ -25,11 +23,7 @@ jobs:
 
 
 def tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("node_oracle", ROOT / "tools" / "node_oracle.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("engine.sim.node_oracle")
 
 
 def test_totals_stall_the_job_the_oracle_keeps_it_in_the_engine() -> None:

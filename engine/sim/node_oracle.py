@@ -5,8 +5,8 @@ approach); it is the ceiling for any node-shape information: the attempts that s
 no placement could avoid, and its makespan says what perfect node knowledge is worth on a scenario.
 docs/node-shapes.md ("What the engine could have known") quotes it.
 
-    .venv/bin/python tools/node_oracle.py scenarios/fair-share.yaml [--policy policies/default.yaml]
-    .venv/bin/python tools/node_oracle.py scenarios/fair-share.yaml --why   # no oracle: why attempts stalled
+    python -m engine.sim.node_oracle scenarios/fair-share.yaml [--policy policies/default.yaml]
+    python -m engine.sim.node_oracle scenarios/fair-share.yaml --why   # no oracle: why attempts stalled
 
 ``--why`` runs the engine as it is and sorts every bind-mode attempt that started by job-name prefix, by whether
 it waited in its member (none / up to / beyond two status periods), by whether its pods fitted the member's free
