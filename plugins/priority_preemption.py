@@ -70,6 +70,9 @@ class PriorityPreemption(Plugin):
         return (self.rank(job), job.queue, job.preempted_by, tuple(sorted(job.demand.items())),
                 tuple(sorted(job.min_demand.items())))
 
+    def verdict_reads(self, job: Job, state: FleetState) -> Optional[tuple[Hashable, ...]]:
+        return (("queues",),)         # the rule reads queues' priorities (engine.core.searchwake)
+
     @hookimpl
     def atoll_victim_rank(self, job: Job, state: FleetState) -> int:
         return self.rank(job)

@@ -65,6 +65,14 @@ class Reclaim(Plugin):
         return (job.queue, tuple(sorted(job.demand.items())), tuple(sorted(job.min_demand.items())), job.priority,
                 job.preempted_by)
 
+    def verdict_reads(self, job: Job, state: FleetState) -> Optional[tuple[Hashable, ...]]:
+        # the rule reads the queues (guarantees, reclaimable, parents) and its queue line's usage; a victim
+        # queue's usage rises only with a new candidate, which the engine watches (engine.core.searchwake).
+        # Fair share reads every queue's usage: not declared.
+        if self.fair_share:
+            return None
+        return (("queues",), ("allocated", job.queue))
+
     @hookimpl
     def atoll_preempt_rule(self, job: Job, state: FleetState, now: float) -> Optional[PreemptRule]:
         own = state.queues.get(job.queue)

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import Callable, Hashable, Optional
 
-from engine.core.preempt import PreemptRule, RunningIndex, VictimSearch, booked
+from engine.core.preempt import ANY, PreemptRule, above_guarantee, RunningIndex, VictimSearch, booked
+from engine.core.searchwake import CandidateLog, ParkedSearch
 from engine.core.state import FleetState
-from engine.model import Job, JobState, Placement, Preemption, Refusal
+from engine.core.wake import Reads
+from engine.model import Job, JobState, Placement, Preemption, Queue, Refusal
 from engine.resources import Resources
 from engine.pipeline import Pipeline
 
@@ -25,10 +27,18 @@ Booking = tuple[dict[str, Resources], dict[str, Resources]]
 
 
 class Preemptions:
-    def __init__(self, state: FleetState, pipeline: Pipeline) -> None:
+    def __init__(self, state: FleetState, pipeline: Pipeline, reads: Optional[Reads] = None) -> None:
         self.state = state
         self.pipeline = pipeline
         self.running = RunningIndex()                  # possible victims (only with a preempt stage)
+        # hopeless searches parked across cycles by preempt key (engine.core.searchwake), their wake reads
+        # taken with ``reads`` (engine.core.wake); None: never parked (the exhaustive reference engine)
+        self.park = reads is not None
+        self._reads = reads
+        self._log = CandidateLog()
+        self._parked: dict[Hashable, ParkedSearch] = {}
+        if self.park:
+            self.running.log = self._log
         self.deadline: dict[str, float] = {}           # nominee -> when its booking is given up
         self.awaiting: set[str] = set()                # nominees whose victims are all gone
         self._dry_runs = [DRY_RUNS_PER_CYCLE]
@@ -41,6 +51,9 @@ class Preemptions:
         self.pipeline = pipeline
         self.running = RunningIndex()
         self._keys.clear()
+        self._parked.clear()
+        if self.park:
+            self.running.log = self._log
 
     def cycle_start(self, dirty: set[str]) -> None:
         """This cycle's admissions become candidates; nominees whose victims are gone look again (their
@@ -55,6 +68,12 @@ class Preemptions:
         if self.pipeline.has_preempt:
             rank = self.pipeline.victim_rank(job=job, state=self.state)
             self.running.add(job, job.priority if rank is None else rank, fresh)
+            if fresh and self.park:
+                # a candidate from the next cycle on (logged then); but its queue may have just gone above its
+                # guarantee, which opens its older jobs to reclaim now (engine.core.searchwake)
+                queue = self.state.queues.get(job.queue)
+                if queue is not None and above_guarantee(queue) and not _above_without(queue, job.demand):
+                    self.usage_changed(job.queue)
 
     def stop_holding(self, job: Job, dirty: set[str]) -> None:
         """``job`` is about to release its capacity: no candidate victim any more, and if it is a victim
@@ -76,13 +95,23 @@ class Preemptions:
         """Try to free capacity for ``job``: (the preemption issued, or None and when protected victims
         become eligible if that is why none was)."""
         state = self.state
-        if not self.running or self._dry_runs[0] <= 0:   # nobody to evict, or this cycle's budget is spent
+        key = self._key(job) if self.running or self.park else None
+        if self.park and key is not None:
+            if self.parked(job, key) is not None:
+                return None, None              # the search it parked would find no candidate again
+            seen = self._log.end
+        if not self.running:                   # nobody to evict
+            if self.park and key is not None:
+                self._park(job, key, None, seen)
             return None, None
-        key = self._key(job)
+        if self._dry_runs[0] <= 0:             # this cycle's budget is spent
+            return None, None
         if key is not None and key in self._hopeless:
             return None, None
         rules: list[PreemptRule] = self.pipeline.preempt_rule(job=job, state=state, now=now)
         if not rules:
+            if self.park and key is not None:
+                self._park(job, key, [], seen)
             return None, None
         protect = self.pipeline.protect
 
@@ -94,6 +123,8 @@ class Preemptions:
         if found is None:
             if key is not None and search.hopeless and search.protected_until is None:
                 self._hopeless.add(key)
+                if self.park and not search.volatile:
+                    self._park(job, key, rules, seen)
             return None, search.protected_until
         if not found.victims:          # it fits on what earlier evictions free beyond their claims: no victim
             return None, None          # of its own; the epoch moves when they are gone
@@ -111,6 +142,48 @@ class Preemptions:
         state.nominate(job.id, booked(job, found.placement), list(found.victims))
         self.deadline[job.id] = now + rule.nomination_timeout
         return Preemption(job.id, ids, rule.reason, now, rule.grace_period, rule.plugin), None
+
+    # -- parked searches (engine.core.searchwake) ---------------------------------------------------
+    def _park(self, job: Job, key: Hashable, rules: Optional[list[PreemptRule]], seen: int) -> None:
+        declared = self.pipeline.preempt_reads(job, self.state)
+        if declared is None:
+            return
+        assert self._reads is not None
+        reads = declared + (("freeing", tuple(job.min_demand.items())),)
+        self._parked[key] = ParkedSearch(self._log, rules, seen, self._reads.signature(reads))
+
+    def parked(self, job: Job, key: Optional[Hashable] = None) -> Optional[ParkedSearch]:
+        """The parked search of ``job``'s preempt key while it still holds, else None."""
+        if not self.park:
+            return None
+        if key is None:
+            key = self._key(job)
+            if key is None:
+                return None
+        parked = self._parked.get(key)
+        if parked is None:
+            return None
+        assert self._reads is not None
+        if parked.holds() and self._reads.holds(parked.reads):
+            return parked
+        del self._parked[key]
+        return None
+
+    def wake_reads(self, job: Job) -> Optional[tuple[Hashable, ...]]:
+        """For parking ``job``'s capacity refusal (engine.core.wake): the reads that wake its parked search,
+        None when it has none (it is then examined again at every capacity change)."""
+        parked = self.parked(job)
+        if parked is None:
+            return None
+        return (("victims", parked),) + tuple(read for read, _ in parked.reads)
+
+    def usage_changed(self, queue: str) -> None:
+        """A queue's usage changed without a job becoming a candidate: every search that looks at it wakes."""
+        if self.park:
+            self._log.add(queue, -ANY)
+
+    def log_end(self) -> int:
+        return self._log.end
 
     def _key(self, job: Job) -> Optional[Hashable]:
         """What the preempt stage's rules read of ``job`` (its plugins' ``verdict_key``s) and what the
@@ -179,3 +252,9 @@ class Preemptions:
         job.nominated = None
         job.nominated_at = None
         job.victims = ()
+
+
+def _above_without(queue: Queue, demand: Resources) -> bool:
+    """``above_guarantee`` of ``queue`` had it not been charged ``demand``."""
+    guarantee = queue.guarantee
+    return any(amount - demand.get(name, 0) > guarantee.get(name, 0) for name, amount in queue.allocated.items())
