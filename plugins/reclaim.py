@@ -71,6 +71,9 @@ class Reclaim(Plugin):
         # Fair share reads every queue's usage: not declared.
         if self.fair_share:
             return None
+        own = state.queues.get(job.queue)
+        if own is None or not own.guarantee:
+            return (("queues",),)            # no guarantee (an edit would show): no rule, whatever its usage
         return (("queues",), ("allocated", job.queue))
 
     @hookimpl

@@ -1,0 +1,139 @@
+"""Parked victim searches (engine.core.searchwake): a parked search never misses a wake-up, a new candidate
+wakes it, and parking lets a default-policy fleet skip the refused preemptors a finish cannot help."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.core.preempt import VictimSearch
+from engine.core.scheduler import Engine
+from engine.model import Cluster, Job, JobState, Queue, Task
+from engine.policy import load_policy
+from engine.resources import CPU, MEMORY
+from tests.core.test_pruned_exact import Pair, _cluster_copy, _copy, clusters, jobs, queues
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT = ROOT / "policies" / "default.yaml"
+GI = 2**30
+
+
+def _fresh_search_is_hopeless(engine: Engine) -> int:
+    """For every pending job whose key has a parked search that still holds, a new search in the state of
+    now must meet no candidate either. Returns how many were checked."""
+    checked = 0
+    preempt, state = engine._preempt, engine.state
+    for job in list(state.jobs.values()):
+        if job.state is not JobState.PENDING or preempt.parked(job) is None:
+            continue
+        rules = engine.pipeline.preempt_rule(job=job, state=state, now=state.now)
+        protect = engine.pipeline.protect
+
+        def protected(preemptor: Job, victim: Job, rule: Any) -> Any:
+            return protect(preemptor=preemptor, victim=victim, rule=rule, state=state, now=state.now)
+
+        search = VictimSearch(state, preempt.running, engine._fit, protected, state.now, [1 << 30])
+        found = search.run(job, rules) if rules and len(preempt.running) else None
+        assert found is None, f"{job.id}: parked as hopeless, but a search now finds {found}"
+        if rules and len(preempt.running):
+            assert search.hopeless, f"{job.id}: parked as hopeless, but a search now meets candidates"
+        checked += 1
+    return checked
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_a_parked_search_never_misses_a_wake_up(data: Any) -> None:
+    """Random fleets under the default policy (priority preemption, reclaim): after every cycle and after
+    every change, each parked search is still what a new search would find; and the decisions equal the
+    exhaustive engine's (which never parks a search)."""
+    pair = Pair(DEFAULT)
+    fleet = data.draw(clusters())
+    qs = data.draw(queues())
+    for c in fleet:
+        pair.both("upsert_cluster", lambda c=c: (_cluster_copy(c),))
+    for q in qs:
+        pair.both("upsert_queue", lambda q=q: (Queue(q.name, parent=q.parent, weight=q.weight, priority=q.priority,
+                                                     open=q.open, capability=q.capability and dict(q.capability),
+                                                     guarantee=dict(q.guarantee)),))
+    names = [q.name for q in qs if q.name != "root"]
+    submitted = 0
+    for _ in range(data.draw(st.integers(3, 14))):
+        op = data.draw(st.sampled_from(("submit", "submit", "cycle", "finish", "evicted", "evicted", "queue")))
+        if op == "submit":
+            batch = data.draw(jobs(names, submitted))
+            submitted += len(batch)
+            for j in batch:
+                pair.both("submit", lambda j=j: (_copy(j),))
+        elif op == "finish" and pair.admitted():
+            job_id = data.draw(st.sampled_from(pair.admitted()))
+            pair.both("finished", lambda: (job_id, True, pair.now))
+        elif op == "evicted":
+            for job in [j for j in pair.pruned.state.jobs.values() if j.state is JobState.EVICTING]:
+                pair.both("evicted", lambda job=job: (job.id, pair.now, pair.now))
+        elif op == "queue":
+            q = data.draw(st.sampled_from(qs))
+            priority = data.draw(st.sampled_from((0, 5, 10)))
+            pair.both("upsert_queue", lambda: (Queue(q.name, parent=q.parent, weight=q.weight, priority=priority,
+                                                     open=q.open, capability=q.capability and dict(q.capability),
+                                                     guarantee=dict(q.guarantee)),))
+        _fresh_search_is_hopeless(pair.pruned)        # after the change, before the cycle reads it
+        pair.cycle()
+        _fresh_search_is_hopeless(pair.pruned)
+
+
+def _fleet() -> Engine:
+    engine = Engine(load_policy(DEFAULT).pipeline)
+    engine.upsert_cluster(Cluster("a", allocatable={CPU: 4000, MEMORY: 64 * GI}))
+    engine.upsert_queue(Queue("q"))
+    return engine
+
+
+def _job(i: int, priority: int, cpu: int = 2000) -> Job:
+    return Job(f"ns/j{i}", f"j{i}", "ns", queue="q", priority=priority, submit_time=float(i),
+               tasks=[Task("t", 1, 1, {CPU: cpu, MEMORY: GI})])
+
+
+def test_a_new_candidate_wakes_a_parked_search() -> None:
+    """A running job whose priority drops becomes a candidate: the parked search of a higher job wakes."""
+    engine = _fleet()
+    engine.submit(_job(0, 5))
+    engine.submit(_job(1, 5))                 # the cluster is full of priority-5 jobs
+    engine.cycle(1.0)
+    engine.submit(_job(2, 5))                 # equal priority: nobody to evict, the search is hopeless
+    assert not engine.cycle(2.0).preemptions
+    assert engine._preempt.parked(engine.state.jobs["ns/j2"]) is not None
+    assert engine.cycle(3.0).examined == 0    # nothing changed: not examined again
+    engine.update_job(_job(1, 1))             # j1 now ranks below j2 (same capacity, same queue usage)
+    result = engine.cycle(4.0)
+    assert [p.victims for p in result.preemptions] == [("ns/j1",)]
+
+
+def test_parking_skips_preemptors_a_finish_cannot_help() -> None:
+    """Default policy, a full fleet of priority-5 jobs and a backlog of priority-5 jobs too big for any
+    hole: after a finish, nothing is examined or searched again (before: every key, every finish)."""
+    engine = _fleet()
+    for i in range(4):
+        engine.submit(_job(i, 5, cpu=1000))
+    engine.cycle(1.0)
+    for i in range(4, 40):
+        engine.submit(_job(i, 5, cpu=3000))
+    first = engine.cycle(2.0)
+    assert first.examined >= 1 and not first.preemptions
+    engine.finished("ns/j0", True, ended_at=3.0)      # 1 cpu free: no 3-cpu job fits, nobody to evict
+    result = engine.cycle(3.0)
+    assert result.full and result.examined == 0
+    exhaustive = Engine(load_policy(DEFAULT).pipeline, exhaustive=True)
+    exhaustive.upsert_cluster(Cluster("a", allocatable={CPU: 4000, MEMORY: 64 * GI}))
+    exhaustive.upsert_queue(Queue("q"))
+    for i in range(4):
+        exhaustive.submit(_job(i, 5, cpu=1000))
+    exhaustive.cycle(1.0)
+    for i in range(4, 40):
+        exhaustive.submit(_job(i, 5, cpu=3000))
+    exhaustive.cycle(2.0)
+    exhaustive.finished("ns/j0", True, ended_at=3.0)
+    assert exhaustive.cycle(3.0).examined == 36
