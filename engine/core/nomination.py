@@ -35,7 +35,7 @@ class Preemptions:
         # taken with ``reads`` (engine.core.wake); None: never parked (the exhaustive reference engine)
         self.park = reads is not None
         self._reads = reads
-        self._log = CandidateLog()
+        self._log = CandidateLog(self._candidate)
         self._parked: dict[Hashable, ParkedSearch] = {}
         if self.park:
             self.running.log = self._log
@@ -176,6 +176,9 @@ class Preemptions:
         if parked is None:
             return None
         return (("victims", parked),) + tuple(read for read, _ in parked.reads)
+
+    def _candidate(self, job_id: str) -> bool:
+        return self.running.candidate(job_id)
 
     def usage_changed(self, queue: str) -> None:
         """A queue's usage changed without a job becoming a candidate: every search that looks at it wakes."""

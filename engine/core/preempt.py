@@ -91,7 +91,7 @@ class RunningIndex:
         self.discard(job.id)
         entry = (rank, -(job.admitted_at or 0.0), -job.seq, job.id)
         if self.log is not None and not fresh:
-            self.log.add(job.queue, rank, job.preemptions)
+            self.log.add(job.queue, rank, job.preemptions, job.id)
         if fresh:
             self._fresh.append((job.queue, entry, job.preemptions))
         else:
@@ -125,8 +125,16 @@ class RunningIndex:
                 self._by_queue.setdefault(queue, SortedList()).add(entry)
                 self._count += 1
                 if self.log is not None:
-                    self.log.add(queue, entry[0], preemptions)
+                    self.log.add(queue, entry[0], preemptions, entry[3])
         self._fresh.clear()
+
+    def candidate(self, job_id: str) -> bool:
+        """``job_id`` is a candidate now (indexed and settled)."""
+        known = self._entries.get(job_id)
+        if known is None:
+            return False
+        entries = self._by_queue.get(known[0])
+        return entries is not None and known[1] in entries
 
     def rank(self, job_id: str) -> Optional[float]:
         known = self._entries.get(job_id)

@@ -28,7 +28,7 @@ the whole engine with ``Engine(exhaustive=True)``, which never parks a search.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 from typing import TYPE_CHECKING
 
@@ -41,18 +41,19 @@ _TRIM = 1 << 16
 
 
 class CandidateLog:
-    """(queue, rank, times preempted) of every job as it becomes a victim candidate; (queue, -inf, 0) when a
-    queue's usage rose above its guarantee, which may open its older jobs to a rule (reclaim)."""
+    """(queue, rank, times preempted, job id) of every job as it becomes a victim candidate; (queue, -inf,
+    0, None) when a queue's usage rose above its guarantee, which may open its older jobs to a rule."""
 
-    def __init__(self) -> None:
-        self.entries: list[tuple[str, float, int]] = []
+    def __init__(self, candidate: Callable[[str], bool]) -> None:
+        self.entries: list[tuple[str, float, int, Optional[str]]] = []
         self.base = 0                   # absolute position of entries[0]
+        self.candidate = candidate      # whether a job id is a candidate now (RunningIndex.candidate)
 
-    def add(self, queue: str, rank: float, preemptions: int = 0) -> None:
+    def add(self, queue: str, rank: float, preemptions: int = 0, job_id: Optional[str] = None) -> None:
         if len(self.entries) >= _TRIM:  # parked searches older than this are woken (see ParkedSearch.holds)
             self.base += len(self.entries)
             self.entries = []
-        self.entries.append((queue, rank, preemptions))
+        self.entries.append((queue, rank, preemptions, job_id))
 
     @property
     def end(self) -> int:
@@ -75,7 +76,9 @@ class ParkedSearch:
         self.reads = reads
 
     def holds(self) -> bool:
-        """No job became a candidate that one of its rules would look at since it was parked."""
+        """No job that one of its rules would look at became a candidate since it was parked and still is
+        one (a job that left again, e.g. evicted by an earlier preemptor, changed nothing: jobs leaving
+        cannot make a hopeless search succeed)."""
         if self.awake:
             return False
         log = self.log
@@ -83,8 +86,10 @@ class ParkedSearch:
             self.awake = True
             return False
         rules = self.rules
-        for queue, rank, preemptions in log.entries[self.seen - log.base:]:
-            if rules is None or any(_opens(rule, queue, rank, preemptions) for rule in rules):
+        candidate = log.candidate
+        for queue, rank, preemptions, job_id in log.entries[self.seen - log.base:]:
+            if (job_id is None or candidate(job_id)) and \
+                    (rules is None or any(_opens(rule, queue, rank, preemptions) for rule in rules)):
                 self.awake = True
                 return False
         self.seen = log.end
