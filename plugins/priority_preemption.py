@@ -97,7 +97,8 @@ class PriorityPreemption(Plugin):
                 return ANY
             return mine if across == "queueThenJob" else None
 
-        return self.protections.rule("priority", self.name, victim_queues)
+        # victim_queues reads the queues' priorities live; the rest is fixed by the scope
+        return self.protections.rule("priority", self.name, victim_queues, scope=(job.queue, mine, level, across))
 
 
 PLUGINS = [PriorityPreemption]

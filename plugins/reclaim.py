@@ -105,7 +105,10 @@ class Reclaim(Plugin):
                 theirs = queues[victim.queue]
                 return mine <= weighted_share(sub(theirs.allocated, victim.demand), total, theirs.weight)
 
-        return self.protections.rule("reclaim" if guaranteed else "fair-share", self.name, victim_queues, allows)
+        # victim_queues reads the queues live (reclaimable, usage, ancestors); fair share reads its own usage too
+        scope = (own.name, bound, tuple(sorted(line))) if guaranteed else None
+        return self.protections.rule("reclaim" if guaranteed else "fair-share", self.name, victim_queues, allows,
+                                     scope=scope)
 
 
 PLUGINS = [Reclaim]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Callable, Hashable, Optional
 
 from engine.core.preempt import ANY, PreemptRule, above_guarantee, RunningIndex, VictimSearch, booked
-from engine.core.searchwake import CandidateLog, ParkedSearch
+from engine.core.searchwake import CandidateLog, ParkedSearch, Watch, scopes
 from engine.core.state import FleetState
 from engine.core.wake import Reads
 from engine.model import Job, JobState, Placement, Preemption, Queue, Refusal
@@ -37,6 +37,7 @@ class Preemptions:
         self._reads = reads
         self._log = CandidateLog(self._candidate)
         self._parked: dict[Hashable, ParkedSearch] = {}
+        self._watches: dict[Hashable, Watch] = {}     # rules' scopes -> their shared watch
         if self.park:
             self.running.log = self._log
         self.deadline: dict[str, float] = {}           # nominee -> when its booking is given up
@@ -52,6 +53,7 @@ class Preemptions:
         self.running = RunningIndex()
         self._keys.clear()
         self._parked.clear()
+        self._watches.clear()
         if self.park:
             self.running.log = self._log
 
@@ -100,9 +102,7 @@ class Preemptions:
             if self.parked(job, key) is not None:
                 return None, None              # the search it parked would find no candidate again
             seen = self._log.end
-        if not self.running:                   # nobody to evict
-            if self.park and key is not None:
-                self._park(job, key, None, seen)
+        if not self.running:                   # nobody to evict (not parked: the next admission settles a candidate)
             return None, None
         if self._dry_runs[0] <= 0:             # this cycle's budget is spent
             return None, None
@@ -150,7 +150,17 @@ class Preemptions:
             return
         assert self._reads is not None
         reads = declared + (("freeing", tuple(job.min_demand.items())),)
-        self._parked[key] = ParkedSearch(self._log, rules, seen, self._reads.signature(reads))
+        shared = scopes(rules) if rules is not None else None
+        watch = self._watches.get(shared) if shared is not None else None
+        if watch is None or not watch.holds():
+            # a shared watch from before this search may wake for a candidate this search already saw (a
+            # wake-up too many, never one too few)
+            watch = Watch(self._log, rules, seen)
+            if shared is not None:
+                if len(self._watches) >= 100_000:
+                    self._watches.clear()
+                self._watches[shared] = watch
+        self._parked[key] = ParkedSearch(watch, self._reads.signature(reads))
 
     def parked(self, job: Job, key: Optional[Hashable] = None) -> Optional[ParkedSearch]:
         """The parked search of ``job``'s preempt key while it still holds, else None."""

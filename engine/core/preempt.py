@@ -30,7 +30,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Hashable, Iterator, Optional
 
 from sortedcontainers import SortedList
 
@@ -63,6 +63,10 @@ class PreemptRule:
     nomination_timeout: float = 300.0                    # give the freed capacity up after this long
     max_candidates: int = 2000
     max_dry_runs: int = 8
+    # rules of one plugin with equal scopes open the same queues to the same ranks and allow the same victims
+    # in every state (e.g. the preemptor's queue and rank); None: unknown. Lets parked searches share a watch
+    # (engine.core.searchwake)
+    scope: Optional[Hashable] = None
 
 
 @dataclass(frozen=True)

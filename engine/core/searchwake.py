@@ -28,7 +28,7 @@ the whole engine with ``Engine(exhaustive=True)``, which never parks a search.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Hashable, Optional
 
 from typing import TYPE_CHECKING
 
@@ -48,11 +48,14 @@ class CandidateLog:
         self.entries: list[tuple[str, float, int, Optional[str]]] = []
         self.base = 0                   # absolute position of entries[0]
         self.candidate = candidate      # whether a job id is a candidate now (RunningIndex.candidate)
+        # positions whose job is no candidate any more: gone for good (a job indexed again is a new entry)
+        self.gone: set[int] = set()
 
     def add(self, queue: str, rank: float, preemptions: int = 0, job_id: Optional[str] = None) -> None:
-        if len(self.entries) >= _TRIM:  # parked searches older than this are woken (see ParkedSearch.holds)
+        if len(self.entries) >= _TRIM:  # watches older than this wake (see Watch.holds)
             self.base += len(self.entries)
             self.entries = []
+            self.gone.clear()
         self.entries.append((queue, rank, preemptions, job_id))
 
     @property
@@ -60,20 +63,17 @@ class CandidateLog:
         return self.base + len(self.entries)
 
 
-class ParkedSearch:
-    """A hopeless search: its rules (None: there were no candidates at all, any new one wakes it), the log
-    position it has seen, and the signature of its wake reads (engine.core.wake: the preempt plugins'
-    declared reads and evictions under way)."""
+class Watch:
+    """What a hopeless search waits for: a candidate one of its rules (None: any rule) would look at, from
+    log position ``seen`` on. Searches whose rules have equal scopes (``PreemptRule.scope``) share one."""
 
-    __slots__ = ("log", "rules", "seen", "awake", "reads")
+    __slots__ = ("log", "rules", "seen", "awake")
 
-    def __init__(self, log: CandidateLog, rules: Optional[list[PreemptRule]], seen: int,
-                 reads: "Signature") -> None:
+    def __init__(self, log: CandidateLog, rules: Optional[list[PreemptRule]], seen: int) -> None:
         self.log = log
         self.rules = rules
         self.seen = seen
         self.awake = False
-        self.reads = reads
 
     def holds(self) -> bool:
         """No job that one of its rules would look at became a candidate since it was parked and still is
@@ -85,15 +85,37 @@ class ParkedSearch:
         if self.seen < log.base:
             self.awake = True
             return False
-        rules = self.rules
-        candidate = log.candidate
+        rules, candidate, gone = self.rules, log.candidate, log.gone
+        position = self.seen
         for queue, rank, preemptions, job_id in log.entries[self.seen - log.base:]:
-            if (job_id is None or candidate(job_id)) and \
-                    (rules is None or any(_opens(rule, queue, rank, preemptions) for rule in rules)):
+            if job_id is not None:
+                if position in gone:
+                    position += 1
+                    continue
+                if not candidate(job_id):
+                    gone.add(position)
+                    position += 1
+                    continue
+            position += 1
+            if rules is None or any(_opens(rule, queue, rank, preemptions) for rule in rules):
                 self.awake = True
                 return False
-        self.seen = log.end
+        self.seen = position
         return True
+
+
+class ParkedSearch:
+    """A hopeless search: its watch and the signature of its wake reads (engine.core.wake: the preempt
+    plugins' declared reads and evictions under way)."""
+
+    __slots__ = ("watch", "reads")
+
+    def __init__(self, watch: Watch, reads: "Signature") -> None:
+        self.watch = watch
+        self.reads = reads
+
+    def holds(self) -> bool:
+        return self.watch.holds()
 
 
 def _opens(rule: PreemptRule, queue: str, rank: float, preemptions: int) -> bool:
@@ -104,3 +126,11 @@ def _opens(rule: PreemptRule, queue: str, rank: float, preemptions: int) -> bool
         return False
     bound = rule.victim_queues(queue)
     return bound is not None and rank < bound
+
+
+def scopes(rules: list[PreemptRule]) -> Optional[Hashable]:
+    """What makes ``rules`` open the same queues to the same ranks as other rules in every state (their
+    plugins' ``scope``s and the engine's count protection), None when a rule declares no scope."""
+    if any(rule.scope is None for rule in rules):
+        return None
+    return tuple((rule.plugin, rule.scope, rule.max_preemptions) for rule in rules)
