@@ -185,7 +185,7 @@ class Preemptions:
         parked = self.parked(job)
         if parked is None:
             return None
-        return (("victims", parked),) + tuple(read for read, _ in parked.reads)
+        return (("victims", parked.watch),) + tuple(read for read, _ in parked.reads)    # shared by scope
 
     def _candidate(self, job_id: str) -> bool:
         return self.running.candidate(job_id)

@@ -12,7 +12,7 @@ the state its verdict and refusal text read for a job, from a small vocabulary:
 - ``("allocated", queue)``: the usage of the queue and its ancestors;
 - ``("queues",)``: any queue added, edited or removed (e.g. a preempt rule reading other queues' fields);
 - ``("freeing", need)``: whether evictions under way free enough for ``need`` on some cluster;
-- ``("victims", parked)``: a parked victim search still finds no candidate (``engine.core.searchwake``);
+- ``("victims", watch)``: a parked victim search still finds no candidate (``engine.core.searchwake``);
 - ``("call", function, argument)``: ``function(state, argument)``, a plugin's own read (a bound method:
   hashable, and its value must say everything the verdict reads through it);
 
