@@ -97,17 +97,14 @@ class Preemptions:
         """Try to free capacity for ``job``: (the preemption issued, or None and when protected victims
         become eligible if that is why none was)."""
         state = self.state
-        key = self._key(job) if self.running or self.park else None
-        if self.park and key is not None:
-            if self.parked(job, key) is not None:
-                return None, None              # the search it parked would find no candidate again
-            seen = self._log.end
-        if not self.running:                   # nobody to evict (not parked: the next admission settles a candidate)
+        if not self.running or self._dry_runs[0] <= 0:   # nobody to evict, or this cycle's budget is spent
             return None, None
-        if self._dry_runs[0] <= 0:             # this cycle's budget is spent
-            return None, None
+        key = self._key(job)
         if key is not None and key in self._hopeless:
             return None, None
+        seen = self._log.end
+        if self.park and key is not None and self.parked(job, key) is not None:
+            return None, None                  # the search it parked would find no candidate again
         rules: list[PreemptRule] = self.pipeline.preempt_rule(job=job, state=state, now=now)
         if not rules:
             if self.park and key is not None:
