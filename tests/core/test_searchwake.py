@@ -137,3 +137,41 @@ def test_parking_skips_preemptors_a_finish_cannot_help() -> None:
     exhaustive.cycle(2.0)
     exhaustive.finished("ns/j0", True, ended_at=3.0)
     assert exhaustive.cycle(3.0).examined == 36
+
+
+def test_a_queue_going_above_its_guarantee_wakes_reclaim_in_the_same_cycle(tmp_path: Path) -> None:
+    """Reclaim opens a queue once it uses more than its guarantee: an admission earlier in the cycle that takes
+    it there makes its older jobs candidates at once, and a parked reclaim search must see them."""
+    text = DEFAULT.read_text().replace("guarantees: true ", "guarantees: false ")
+    assert text != DEFAULT.read_text()
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(text)
+
+    def engine_of(exhaustive: bool) -> Engine:
+        engine = Engine(load_policy(policy).pipeline, exhaustive=exhaustive)
+        engine.upsert_cluster(Cluster("a", allocatable={CPU: 6000, MEMORY: 64 * GI}))
+        engine.upsert_queue(Queue("v", priority=10, guarantee={CPU: 3000}))
+        engine.upsert_queue(Queue("b", priority=10))
+        engine.upsert_queue(Queue("r", guarantee={CPU: 3000}))
+        return engine
+
+    def job(name: str, queue: str, cpu: int, at: float, **extra: Any) -> Job:
+        # cpu only: a queue using memory beyond a cpu-only guarantee would count as above it from the start
+        return Job(f"ns/{name}", name, "ns", queue=queue, submit_time=at, tasks=[Task("t", 1, 1, {CPU: cpu})], **extra)
+
+    outcomes = []
+    for exhaustive in (False, True):
+        engine = engine_of(exhaustive)
+        engine.submit(job("v1", "v", 1000, 1.0))
+        engine.submit(job("v1b", "v", 2000, 2.0))
+        engine.submit(job("b1", "b", 3000, 3.0, annotations={"volcano.sh/preemptable": "false"}))
+        assert len(engine.cycle(1.0).admitted) == 3          # v at its guarantee (3 cpu), b1 protected
+        engine.submit(job("a1", "r", 3000, 4.0))
+        engine.submit(job("v2", "v", 1000, 5.0))
+        assert not engine.cycle(2.0).preemptions             # no candidate for a1: v is not above its guarantee
+        if not exhaustive:
+            assert engine._preempt.parked(engine.state.jobs["ns/a1"]) is not None
+        engine.finished("ns/b1", True, ended_at=3.0)
+        result = engine.cycle(3.0)                           # v2 first (queue priority 10): v goes above 3 cpu
+        outcomes.append(([a.job_id for a in result.admitted], [(p.preemptor, p.victims) for p in result.preemptions]))
+    assert outcomes[0] == outcomes[1] == (["ns/v2"], [("ns/a1", ("ns/v1",))])
