@@ -226,6 +226,9 @@ class Engine(JobLifecycle):
                 preemption, retry_at = self._preempt.attempt(job, now, self._fit)
                 if preemption is not None:
                     result.preemptions.append(preemption)
+                    if self._keyed:        # a nominee's verdict is its own: never handed a refusal of its key
+                        self._backlog.remove(job)
+                        self._backlog.add(job, None)
                     self._block(job, self._preempt.waiting(job, preemption.victims, preemption.reason), result)
                     return None
                 if retry_at is not None:       # victims protected by a minimum runtime: look again then

