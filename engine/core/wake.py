@@ -25,9 +25,10 @@ changes the reads of the few keys it could help, and only those are examined aga
 taken at the moment the walk reaches the key, so admissions earlier in the same cycle are seen exactly
 as the job-by-job loop sees them (tests/core/test_pruned_exact.py).
 
-A refusal that could start a preemption is parked only with its key's parked victim search
-(``engine.core.searchwake``: no candidate, and none can appear without waking it); node-shape-aware
-verdicts, nominated jobs, and keys a plugin declares nothing for are never parked.
+A refusal that could start a preemption is not parked (``Engine._park`` asks
+``Preemptions.wake_reads``, off for now: ``engine.core.nomination.PARK_REFUSALS``); its victim search is
+(``engine.core.searchwake``). Node-shape-aware verdicts, nominated jobs, and keys a plugin declares nothing
+for are never parked.
 """
 
 from __future__ import annotations
