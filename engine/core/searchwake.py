@@ -3,7 +3,9 @@ something that search read changes.
 
 ``engine.core.wake`` parks refused verdict keys, but a capacity refusal under a preempt stage also says
 "and no victim could be found", which depends on the running jobs. This module makes that part a read
-too. A search is *hopeless* when it met no candidate it could take (``VictimSearch.hopeless``). Its
+too (``("victims", watch)``): ``Preemptions.attempt`` skips a search whose parked one still holds (parking
+the refusal itself with it in the walk is built but off: ``engine.core.nomination.PARK_REFUSALS``).
+A search is *hopeless* when it met no candidate it could take (``VictimSearch.hopeless``). Its
 outcome then depends only on:
 
 - the rules the preempt plugins return and what their protections read (``Plugin.verdict_reads`` of the
