@@ -185,7 +185,8 @@ def make_churn_job(rng: random.Random, i: int, queues: list[Queue]) -> Job:
 def run_churn(shape: BenchShape, pipeline_factory: Callable[[], Pipeline], policy_name: str,
               finishes: int = 200) -> dict[str, Any]:
     """Fill the fleet from a backlog several times its size, then finish one admitted job at a time
-    (exact end time, as the simulator reports it) and time the cycle after each finish."""
+    (exact end time, as the simulator reports it) and time the cycle after each finish. The victims of a
+    cycle's preemptions are gone (``Engine.evicted``) before the next finish."""
     from engine.stats import percentile
 
     rng = random.Random(shape.seed)
@@ -205,8 +206,15 @@ def run_churn(shape: BenchShape, pipeline_factory: Callable[[], Pipeline], polic
     cpu: list[float] = []          # process CPU per cycle: less swayed by other work on a shared machine
     examined: list[int] = []
     admitted = 0
+    preemptions = 0
+    evicting: list[str] = [v for p in first.preemptions for v in p.victims]
     now = 2.0
     for _ in range(finishes):
+        # the victims of the last cycle's preemptions are gone (their grace period ended), as an adapter reports
+        for victim in evicting:
+            engine.evicted(victim, now, ended_at=now)
+        gone = set(evicting)
+        running = [j for j in running if j not in gone] if gone else running
         if not running:
             break
         job_id = running.pop(rng.randrange(len(running)))
@@ -217,6 +225,8 @@ def run_churn(shape: BenchShape, pipeline_factory: Callable[[], Pipeline], polic
         cpu.append((time.process_time() - cpu_started) * 1000)
         examined.append(result.examined)
         admitted += len(result.admitted)
+        preemptions += len(result.preemptions)
+        evicting = [v for p in result.preemptions for v in p.victims]
         running.extend(a.job_id for a in result.admitted)
         now += 1.0
     return {
@@ -232,6 +242,7 @@ def run_churn(shape: BenchShape, pipeline_factory: Callable[[], Pipeline], polic
         "examined_per_cycle_p50": percentile([float(e) for e in examined], 50),
         "examined_per_cycle_p99": percentile([float(e) for e in examined], 99),
         "admitted_after_finishes": admitted,
+        "preemptions_after_finishes": preemptions,
         "pending_after": engine.pending_count(),
         "load_average": _load_average(),
         "machine": machine_info(),

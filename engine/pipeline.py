@@ -165,6 +165,7 @@ class Pipeline:
         self._judges = [p.verdict_key for p in judges.values()]
         self._readers = [p.verdict_reads for p in judges.values()
                          if any(p in self.stages.get(stage, []) for stage in ("admit", "place"))]
+        self._preempt_readers = [p.verdict_reads for p in self.stages.get("preempt", [])]
         # every judge overrides Plugin.verdict_key: jobs can be grouped (else the engine stays exhaustive)
         self.declares_verdict_keys = all(type(p).verdict_key is not Plugin.verdict_key for p in judges.values())
 
@@ -184,6 +185,17 @@ class Pipeline:
         declares nothing for this job in this state (its key is then never parked)."""
         reads: list[Any] = []
         for reads_of in self._readers:
+            part = reads_of(job, state)
+            if part is None:
+                return None
+            reads.extend(part)
+        return tuple(reads)
+
+    def preempt_reads(self, job: Any, state: Any) -> Optional[tuple[Any, ...]]:
+        """The joined ``Plugin.verdict_reads`` of every preempt plugin (what its rule and protections read
+        besides the running jobs), or None when one declares nothing (its searches are never parked)."""
+        reads: list[Any] = []
+        for reads_of in self._preempt_readers:
             part = reads_of(job, state)
             if part is None:
                 return None

@@ -78,7 +78,14 @@ class Plugin:
         states where these reads have equal values the plugin must give ``job`` the same verdict and the
         same refusal text: the engine then parks a refused key until a read changes (a finish elsewhere
         wakes only the keys it could help). None (the default): undeclared, the key is examined again
-        after every capacity change, as before."""
+        after every capacity change, as before.
+
+        A preempt plugin declares what its ``atoll_preempt_rule`` (the rule and its ``victim_queues`` /
+        ``allows``) and ``atoll_protect`` read of FleetState for ``job`` besides the running jobs themselves
+        (``("queues",)``: any queue's fields; ``("allocated", queue)``; ...). The engine watches the running
+        jobs (a job becoming a candidate, a queue's usage rising above its guarantee): a victim search that
+        met no candidate it could take is parked until one of those or a declared read changes
+        (``engine.core.searchwake``). None: its searches are never parked."""
         return None
 
     @classmethod

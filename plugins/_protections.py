@@ -6,7 +6,7 @@ definition; a test keeps the schema files equal to it), so a policy tunes them p
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Hashable, Mapping, Optional
 
 from engine.core.preempt import PreemptRule
 from engine.model import Job
@@ -40,11 +40,11 @@ class Protections:
         self.max_candidates = int(config["maxCandidates"])
 
     def rule(self, reason: str, plugin: str, victim_queues: Callable[[str], Optional[float]],
-             allows: Optional[Callable[[Job], bool]] = None) -> PreemptRule:
+             allows: Optional[Callable[[Job], bool]] = None, scope: Optional[Hashable] = None) -> PreemptRule:
         return PreemptRule(reason, plugin, victim_queues, allows, min_runtime=self.min_runtime,
                            max_preemptions=self.max_preemptions, grace_period=self.grace_period,
                            nomination_timeout=max(self.nomination_timeout, self.grace_period),
-                           max_candidates=self.max_candidates)
+                           max_candidates=self.max_candidates, scope=scope)
 
     def key(self) -> tuple[float, int, float, float, int]:
         return (self.min_runtime, self.max_preemptions, self.grace_period, self.nomination_timeout,

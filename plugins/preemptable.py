@@ -39,6 +39,9 @@ class Preemptable(Plugin):
     def verdict_key(self, job: Job) -> Optional[Hashable]:
         return ()                     # judges victims only: the same for every preemptor
 
+    def verdict_reads(self, job: Job, state: FleetState) -> Optional[tuple[Hashable, ...]]:
+        return ()                     # reads the victim only (a changed victim is indexed again)
+
     @hookimpl
     def atoll_protect(self, preemptor: Job, victim: Job, rule: PreemptRule, state: FleetState,
                       now: float) -> Optional[str]:

@@ -70,6 +70,9 @@ class PriorityPreemption(Plugin):
         return (self.rank(job), job.queue, job.preempted_by, tuple(sorted(job.demand.items())),
                 tuple(sorted(job.min_demand.items())))
 
+    def verdict_reads(self, job: Job, state: FleetState) -> Optional[tuple[Hashable, ...]]:
+        return (("queues",),)         # the rule reads queues' priorities (engine.core.searchwake)
+
     @hookimpl
     def atoll_victim_rank(self, job: Job, state: FleetState) -> int:
         return self.rank(job)
@@ -94,7 +97,8 @@ class PriorityPreemption(Plugin):
                 return ANY
             return mine if across == "queueThenJob" else None
 
-        return self.protections.rule("priority", self.name, victim_queues)
+        # victim_queues reads the queues' priorities live; the rest is fixed by the scope
+        return self.protections.rule("priority", self.name, victim_queues, scope=(job.queue, mine, level, across))
 
 
 PLUGINS = [PriorityPreemption]

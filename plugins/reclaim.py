@@ -65,6 +65,17 @@ class Reclaim(Plugin):
         return (job.queue, tuple(sorted(job.demand.items())), tuple(sorted(job.min_demand.items())), job.priority,
                 job.preempted_by)
 
+    def verdict_reads(self, job: Job, state: FleetState) -> Optional[tuple[Hashable, ...]]:
+        # the rule reads the queues (guarantees, reclaimable, parents) and its queue line's usage; a victim
+        # queue's usage rises only with a new candidate, which the engine watches (engine.core.searchwake).
+        # Fair share reads every queue's usage: not declared.
+        if self.fair_share:
+            return None
+        own = state.queues.get(job.queue)
+        if own is None or not own.guarantee:
+            return (("queues",),)            # no guarantee (an edit would show): no rule, whatever its usage
+        return (("queues",), ("allocated", job.queue))
+
     @hookimpl
     def atoll_preempt_rule(self, job: Job, state: FleetState, now: float) -> Optional[PreemptRule]:
         own = state.queues.get(job.queue)
@@ -94,7 +105,10 @@ class Reclaim(Plugin):
                 theirs = queues[victim.queue]
                 return mine <= weighted_share(sub(theirs.allocated, victim.demand), total, theirs.weight)
 
-        return self.protections.rule("reclaim" if guaranteed else "fair-share", self.name, victim_queues, allows)
+        # victim_queues reads the queues live (reclaimable, usage, ancestors); fair share reads its own usage too
+        scope = (own.name, bound, tuple(sorted(line))) if guaranteed else None
+        return self.protections.rule("reclaim" if guaranteed else "fair-share", self.name, victim_queues, allows,
+                                     scope=scope)
 
 
 PLUGINS = [Reclaim]

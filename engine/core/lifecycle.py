@@ -82,6 +82,8 @@ class JobLifecycle:
             self.state.jobs[job.id] = job
             if not evicting:
                 self._preempt.index(job, fresh=False)
+            else:       # its queue's usage changed with no new candidate: wake searches looking at it
+                self._preempt.usage_changed(job.queue)
             return
         self._unindex(old)
         self.state.jobs[job.id] = job

@@ -30,13 +30,16 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Hashable, Iterator, Optional
 
 from sortedcontainers import SortedList
 
 from engine.core.state import FleetState
 from engine.model import Job, JobState, Placement, Queue
 from engine.resources import Resources, add_into, fits
+
+if TYPE_CHECKING:
+    from engine.core.searchwake import CandidateLog
 
 ANY = math.inf
 """A rank bound that lets every job of a queue be a victim."""
@@ -60,6 +63,10 @@ class PreemptRule:
     nomination_timeout: float = 300.0                    # give the freed capacity up after this long
     max_candidates: int = 2000
     max_dry_runs: int = 8
+    # rules of one plugin with equal scopes open the same queues to the same ranks and allow the same victims
+    # in every state (e.g. the preemptor's queue and rank); None: unknown. Lets parked searches share a watch
+    # (engine.core.searchwake)
+    scope: Optional[Hashable] = None
 
 
 @dataclass(frozen=True)
@@ -79,15 +86,18 @@ class RunningIndex:
     def __init__(self) -> None:
         self._by_queue: dict[str, SortedList] = {}
         self._entries: dict[str, tuple[str, tuple[float, float, int, str]]] = {}
-        self._fresh: list[tuple[str, tuple[float, float, int, str]]] = []
+        self._fresh: list[tuple[str, tuple[float, float, int, str], int]] = []    # (queue, entry, preemptions)
         self._count = 0                       # entries in _by_queue
         self._placed: dict[str, dict[str, Resources]] = {}     # job id -> cluster -> its placed demand
+        self.log: Optional[CandidateLog] = None     # every candidate as it becomes one (engine.core.searchwake)
 
     def add(self, job: Job, rank: int, fresh: bool = True) -> None:
         self.discard(job.id)
         entry = (rank, -(job.admitted_at or 0.0), -job.seq, job.id)
+        if self.log is not None and not fresh:
+            self.log.add(job.queue, rank, job.preemptions, job.id)
         if fresh:
-            self._fresh.append((job.queue, entry))
+            self._fresh.append((job.queue, entry, job.preemptions))
         else:
             self._by_queue.setdefault(job.queue, SortedList()).add(entry)
             self._count += 1
@@ -114,11 +124,21 @@ class RunningIndex:
 
     def settle(self) -> None:
         """A new cycle: this cycle's admissions become candidates."""
-        for queue, entry in self._fresh:
+        for queue, entry, preemptions in self._fresh:
             if self._entries.get(entry[3]) == (queue, entry):
                 self._by_queue.setdefault(queue, SortedList()).add(entry)
                 self._count += 1
+                if self.log is not None:
+                    self.log.add(queue, entry[0], preemptions, entry[3])
         self._fresh.clear()
+
+    def candidate(self, job_id: str) -> bool:
+        """``job_id`` is a candidate now (indexed and settled)."""
+        known = self._entries.get(job_id)
+        if known is None:
+            return False
+        entries = self._by_queue.get(known[0])
+        return entries is not None and known[1] in entries
 
     def rank(self, job_id: str) -> Optional[float]:
         known = self._entries.get(job_id)
@@ -127,10 +147,11 @@ class RunningIndex:
     def queues(self) -> list[str]:
         return [q for q, entries in self._by_queue.items() if entries]
 
-    def ordered(self, queue: str, below: float) -> Iterator[tuple[float, float, int, str]]:
+    def ordered(self, queue: str, below: float) -> Optional[Iterator[tuple[float, float, int, str]]]:
+        """The queue's candidates of rank < ``below`` in victim order; None when it has none."""
         entries = self._by_queue.get(queue)
-        if not entries:
-            return iter(())
+        if not entries or entries[0][0] >= below:
+            return None
         if below == ANY:
             return iter(entries)
         return entries.irange(maximum=(below,), inclusive=(True, False))
@@ -165,12 +186,16 @@ class VictimSearch:
         self.dry_runs = 0
         self.visited = 0
         self.protected_until: Optional[float] = None     # earliest end of a min-runtime protection met
+        # the outcome read more than the candidates and the rules (engine.core.searchwake): a dry run, the
+        # max_candidates cut, a guarantee floor (ancestors' usage), or the budget
+        self.volatile = False
 
     def run(self, job: Job, rules: list[PreemptRule]) -> Optional[Found]:
         if rules and self.state.freeing(job.min_demand):
             # it may fit in what evictions under way free beyond their preemptors' claims: then it needs
             # no victim of its own, it waits for them (the capacity epoch moves when they are gone)
             coming = self._try(job, [], rules[0])
+            self.volatile = True
             if coming is not None or self.exhausted:
                 self.hopeless = False
                 return None
@@ -187,9 +212,12 @@ class VictimSearch:
             bound = rule.victim_queues(name)
             if bound is None:
                 continue
+            entries = self.index.ordered(name, bound)
+            if entries is None:
+                continue
             queue = self.state.queues.get(name)
             first = 0 if queue is not None and (not queue.guarantee or above_guarantee(queue)) else 1
-            streams.append(_prefixed(first, self.index.ordered(name, bound)))
+            streams.append(_prefixed(first, entries))
         return streams
 
     def _search(self, job: Job, rule: PreemptRule) -> Optional[Found]:
@@ -208,12 +236,14 @@ class VictimSearch:
         for entry in heapq.merge(*streams):
             visited += 1
             if visited > rule.max_candidates:
+                self.volatile = True
                 break
             victim = state.jobs.get(entry[-1])
             if victim is None or not self._eligible(job, victim, rule):
                 continue
             guarded = _guarded(victim, line, state)
             if guarded and not _floor_ok(victim, guarded, removed):
+                self.volatile = True
                 continue
             for queue in guarded:
                 add_into(removed.setdefault(queue.name, {}), victim.demand)
@@ -259,7 +289,7 @@ class VictimSearch:
         """Dry run: without ``victims``, does ``job`` fit? Then give back every victim it does not need."""
         state = self.state
         if self.budget[0] <= 0:
-            self.exhausted = True
+            self.exhausted = self.volatile = True
             return None
         self.budget[0] -= 1
         self.dry_runs += 1

@@ -57,8 +57,9 @@ class Engine(JobLifecycle):
         self._epoch_seen = -1                          # capacity epoch of the last full cycle
         self._admissions = 0                           # bumps invalidate cached queue keys
         self._queue_keys: dict[str, tuple[int, tuple]] = {}
-        self._preempt = Preemptions(self.state, pipeline)     # victims and nominations (engine.core.nomination)
-        self._reads = Reads(self.state, lambda: self.state.changes)   # parked keys' reads (engine.core.wake)
+        # parked keys' reads (engine.core.wake); new victim candidates count as a change (engine.core.searchwake)
+        self._reads = Reads(self.state, lambda: (self.state.changes, self._preempt.log_end()))
+        self._preempt = Preemptions(self.state, pipeline, None if exhaustive else self._reads)   # victims, nominations
 
     # -- policy ----------------------------------------------------------------------
     def set_pipeline(self, pipeline: Pipeline) -> None:
@@ -225,6 +226,9 @@ class Engine(JobLifecycle):
                 preemption, retry_at = self._preempt.attempt(job, now, self._fit)
                 if preemption is not None:
                     result.preemptions.append(preemption)
+                    if self._keyed:        # a nominee's verdict is its own: never handed a refusal of its key
+                        self._backlog.remove(job)
+                        self._backlog.add(job, None)
                     self._block(job, self._preempt.waiting(job, preemption.victims, preemption.reason), result)
                     return None
                 if retry_at is not None:       # victims protected by a minimum runtime: look again then
@@ -332,14 +336,17 @@ class Engine(JobLifecycle):
     def _park(self, group: Group, job: Job, shared: Optional[Refusal]) -> None:
         """After an examination: a shared refusal that no state change but one of its reads can lift is
         parked with their values (engine.core.wake); anything else unparks the group."""
-        if shared is None or not parkable(job, shared, self.pipeline.has_preempt, self.state):
+        search: Optional[tuple[Hashable, ...]] = ()
+        if shared is not None and shared.capacity and self.pipeline.has_preempt:
+            search = self._preempt.wake_reads(job)        # with its parked victim search (engine.core.searchwake)
+        if shared is None or search is None or not parkable(job, shared, self.state):
             group.parked = None
             return
         declared = self.pipeline.verdict_reads(job, self.state)      # asked at each parking: may follow the state
         if declared is None:
             group.parked = None
             return
-        group.parked = (self._reads.signature(engine_reads(job) + declared), shared)
+        group.parked = (self._reads.signature(engine_reads(job) + declared + search), shared)
 
     def _still_parked(self, group: Group, job: Job) -> Optional[Refusal]:
         """The group's parked refusal when ``job`` (one of its jobs) would get it now without asking."""

@@ -29,6 +29,7 @@ class FleetState(NodeView):
         self.jobs: dict[str, Job] = {}
         self.capacity_epoch = 0
         self.changes = 0            # grows with every change of free capacity, queue usage or queues (caches key on it)
+        self.queue_edits = 0        # grows when a queue is added, edited or removed
         self.now = 0.0
         # cluster -> job id -> (reserved resources, started_at or None)
         self._inflight: dict[str, dict[str, tuple[Resources, Optional[float]]]] = {}
@@ -194,6 +195,7 @@ class FleetState(NodeView):
     # -- queues ----------------------------------------------------------------------
     def upsert_queue(self, queue: Queue) -> None:
         self.changes += 1
+        self.queue_edits += 1
         old = self.queues.get(queue.name)
         if old is not None:
             queue.allocated = old.allocated
@@ -204,6 +206,7 @@ class FleetState(NodeView):
 
     def remove_queue(self, name: str) -> None:
         self.changes += 1
+        self.queue_edits += 1
         self.queues.pop(name, None)
         self._children = None
         self.capacity_epoch += 1

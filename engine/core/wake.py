@@ -10,6 +10,9 @@ the state its verdict and refusal text read for a job, from a small vocabulary:
 - ``("max", need)``: whether ``need`` fits the most free in one cluster (per resource);
 - ``("each", need)``: the ready clusters where ``need`` fits whole (the FitIndex set);
 - ``("allocated", queue)``: the usage of the queue and its ancestors;
+- ``("queues",)``: any queue added, edited or removed (e.g. a preempt rule reading other queues' fields);
+- ``("freeing", need)``: whether evictions under way free enough for ``need`` on some cluster;
+- ``("victims", watch)``: a parked victim search still finds no candidate (``engine.core.searchwake``);
 - ``("call", function, argument)``: ``function(state, argument)``, a plugin's own read (a bound method:
   hashable, and its value must say everything the verdict reads through it);
 
@@ -22,8 +25,10 @@ changes the reads of the few keys it could help, and only those are examined aga
 taken at the moment the walk reaches the key, so admissions earlier in the same cycle are seen exactly
 as the job-by-job loop sees them (tests/core/test_pruned_exact.py).
 
-Refusals that could start a preemption are never parked (the victims a dry run finds change with every
-admission), nor are node-shape-aware verdicts, nominated jobs, or keys a plugin declares nothing for.
+A refusal that could start a preemption is not parked (``Engine._park`` asks
+``Preemptions.wake_reads``, off for now: ``engine.core.nomination.PARK_REFUSALS``); its victim search is
+(``engine.core.searchwake``). Node-shape-aware verdicts, nominated jobs, and keys a plugin declares nothing
+for are never parked.
 """
 
 from __future__ import annotations
@@ -86,6 +91,12 @@ class Reads:
         if kind == "fleet":
             free = state.fleet_free
             return next((name for name, amount in read[1] if amount > free.get(name, 0)), None)
+        if kind == "victims":           # a parked victim search (engine.core.searchwake): still hopeless
+            return bool(read[1].holds())
+        if kind == "freeing":           # evictions under way free enough for ``need`` somewhere
+            return state.freeing(dict(read[1]))
+        if kind == "queues":            # any queue added, edited or removed
+            return state.queue_edits
         if kind == "call":              # a plugin's own read: ("call", function(state, argument), argument)
             return read[1](state, read[2])
         if kind in ("line", "usage", "allocated"):
@@ -123,8 +134,7 @@ def engine_reads(job: Job) -> tuple[Hashable, ...]:
             ("each", minimum))
 
 
-def parkable(job: Job, refusal: Refusal, preempting: bool, state: FleetState) -> bool:
-    """Whether a shared refusal may be parked across state changes (see the module doc)."""
-    if refusal.retry_at is not None or job.nominated is not None or state.any_node_shapes:
-        return False
-    return not (refusal.capacity and preempting)
+def parkable(job: Job, refusal: Refusal, state: FleetState) -> bool:
+    """Whether a shared refusal may be parked across state changes (see the module doc; a capacity refusal
+    under a preempt stage needs its parked victim search's reads besides, ``Engine._park``)."""
+    return refusal.retry_at is None and job.nominated is None and not state.any_node_shapes

@@ -1,0 +1,138 @@
+"""Parked victim searches: a preemptor key whose victim search found no eligible candidate sleeps until
+something that search read changes.
+
+``engine.core.wake`` parks refused verdict keys, but a capacity refusal under a preempt stage also says
+"and no victim could be found", which depends on the running jobs. This module makes that part a read
+too (``("victims", watch)``): ``Preemptions.attempt`` skips a search whose parked one still holds (parking
+the refusal itself with it in the walk is built but off: ``engine.core.nomination.PARK_REFUSALS``).
+A search is *hopeless* when it met no candidate it could take (``VictimSearch.hopeless``). Its
+outcome then depends only on:
+
+- the rules the preempt plugins return and what their protections read (``Plugin.verdict_reads`` of the
+  preempt-stage plugins: e.g. the preemptor's queue line, its usage, the queues' own fields);
+- whether evictions under way free enough for the job (``("freeing", need)``);
+- the candidates: which running jobs sit, with which rank, in the queues a rule opens, and why each one
+  was passed over. The engine's own reasons (evicting, the preemptor's own evictor, ``max_preemptions``)
+  do not change while a job stays indexed; a plugin's (``allows``, ``atoll_protect``) are covered by its
+  declared reads.
+
+So a hopeless search stays hopeless until a declared read changes or a job *becomes* a candidate
+(``CandidateLog``: every ``RunningIndex`` entry, when it is indexed and again when it settles) of a
+queue and rank one of its rules would look at (``victim_queues(queue) > rank``, asked in the state of the
+moment). Jobs leaving the index cannot make a hopeless search succeed. Searches whose outcome read more
+are never parked (``VictimSearch.volatile``): one that ran a dry run (evictions under way), one cut short
+by ``max_candidates``, one that passed a candidate over to keep a guarantee (ancestors' usage), one that
+met a ``min_runtime`` protection (it looks again when that ends), one stopped by the cycle's dry-run
+budget. ``ParkedSearch.holds`` is exact by construction; tests/core/test_searchwake.py checks that a
+parked search wakes whenever a new search would differ, and tests/core/test_pruned_exact.py compares
+the whole engine with ``Engine(exhaustive=True)``, which never parks a search.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Hashable, Optional
+
+from typing import TYPE_CHECKING
+
+from engine.core.preempt import PreemptRule
+
+if TYPE_CHECKING:
+    from engine.core.wake import Signature
+
+_TRIM = 1 << 16
+
+
+class CandidateLog:
+    """(queue, rank, times preempted, job id) of every job as it becomes a victim candidate; (queue, -inf,
+    0, None) when a queue's usage rose above its guarantee, which may open its older jobs to a rule."""
+
+    def __init__(self, candidate: Callable[[str], bool]) -> None:
+        self.entries: list[tuple[str, float, int, Optional[str]]] = []
+        self.base = 0                   # absolute position of entries[0]
+        self.candidate = candidate      # whether a job id is a candidate now (RunningIndex.candidate)
+        # positions whose job is no candidate any more: gone for good (a job indexed again is a new entry)
+        self.gone: set[int] = set()
+
+    def add(self, queue: str, rank: float, preemptions: int = 0, job_id: Optional[str] = None) -> None:
+        if len(self.entries) >= _TRIM:  # watches older than this wake (see Watch.holds)
+            self.base += len(self.entries)
+            self.entries = []
+            self.gone.clear()
+        self.entries.append((queue, rank, preemptions, job_id))
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.entries)
+
+
+class Watch:
+    """What a hopeless search waits for: a candidate one of its rules (None: any rule) would look at, from
+    log position ``seen`` on. Searches whose rules have equal scopes (``PreemptRule.scope``) share one."""
+
+    __slots__ = ("log", "rules", "seen", "awake")
+
+    def __init__(self, log: CandidateLog, rules: Optional[list[PreemptRule]], seen: int) -> None:
+        self.log = log
+        self.rules = rules
+        self.seen = seen
+        self.awake = False
+
+    def holds(self) -> bool:
+        """No job that one of its rules would look at became a candidate since it was parked and still is
+        one (a job that left again, e.g. evicted by an earlier preemptor, changed nothing: jobs leaving
+        cannot make a hopeless search succeed)."""
+        if self.awake:
+            return False
+        log = self.log
+        if self.seen < log.base:
+            self.awake = True
+            return False
+        rules, candidate, gone = self.rules, log.candidate, log.gone
+        position = self.seen
+        for queue, rank, preemptions, job_id in log.entries[self.seen - log.base:]:
+            if job_id is not None:
+                if position in gone:
+                    position += 1
+                    continue
+                if not candidate(job_id):
+                    gone.add(position)
+                    position += 1
+                    continue
+            position += 1
+            if rules is None or any(_opens(rule, queue, rank, preemptions) for rule in rules):
+                self.awake = True
+                return False
+        self.seen = position
+        return True
+
+
+class ParkedSearch:
+    """A hopeless search: its watch and the signature of its wake reads (engine.core.wake: the preempt
+    plugins' declared reads and evictions under way)."""
+
+    __slots__ = ("watch", "reads")
+
+    def __init__(self, watch: Watch, reads: "Signature") -> None:
+        self.watch = watch
+        self.reads = reads
+
+    def holds(self) -> bool:
+        return self.watch.holds()
+
+
+def _opens(rule: PreemptRule, queue: str, rank: float, preemptions: int) -> bool:
+    """A job of ``queue`` and ``rank``, preempted ``preemptions`` times, is a candidate ``rule`` may take
+    (the engine's protection by count is the only one known without the job: it cannot change while the
+    job stays indexed)."""
+    if rule.max_preemptions is not None and preemptions >= rule.max_preemptions:
+        return False
+    bound = rule.victim_queues(queue)
+    return bound is not None and rank < bound
+
+
+def scopes(rules: list[PreemptRule]) -> Optional[Hashable]:
+    """What makes ``rules`` open the same queues to the same ranks as other rules in every state (their
+    plugins' ``scope``s and the engine's count protection), None when a rule declares no scope."""
+    if any(rule.scope is None for rule in rules):
+        return None
+    return tuple((rule.plugin, rule.scope, rule.max_preemptions) for rule in rules)

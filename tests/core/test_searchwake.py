@@ -1,0 +1,189 @@
+"""Parked victim searches (engine.core.searchwake): a parked search never misses a wake-up, a new candidate
+wakes it, and parking lets a default-policy fleet skip the refused preemptors a finish cannot help."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.core.preempt import VictimSearch
+from engine.core.scheduler import Engine
+from engine.model import Cluster, Job, JobState, Queue, Task
+from engine.policy import load_policy
+from engine.resources import CPU, MEMORY
+from tests.core.test_pruned_exact import Pair, _cluster_copy, _copy, clusters, jobs, queues
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT = ROOT / "policies" / "default.yaml"
+GI = 2**30
+
+
+def _fresh_search_is_hopeless(engine: Engine) -> int:
+    """For every pending job whose key has a parked search that still holds, a new search in the state of
+    now must meet no candidate either. Returns how many were checked."""
+    checked = 0
+    preempt, state = engine._preempt, engine.state
+    for job in list(state.jobs.values()):
+        if job.state is not JobState.PENDING or preempt.parked(job) is None:
+            continue
+        rules = engine.pipeline.preempt_rule(job=job, state=state, now=state.now)
+        protect = engine.pipeline.protect
+
+        def protected(preemptor: Job, victim: Job, rule: Any) -> Any:
+            return protect(preemptor=preemptor, victim=victim, rule=rule, state=state, now=state.now)
+
+        search = VictimSearch(state, preempt.running, engine._fit, protected, state.now, [1 << 30])
+        found = search.run(job, rules) if rules and len(preempt.running) else None
+        assert found is None, f"{job.id}: parked as hopeless, but a search now finds {found}"
+        if rules and len(preempt.running):
+            assert search.hopeless, f"{job.id}: parked as hopeless, but a search now meets candidates"
+        checked += 1
+    return checked
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_a_parked_search_never_misses_a_wake_up(data: Any) -> None:
+    """Random fleets under the default policy (priority preemption, reclaim): after every cycle and after
+    every change, each parked search is still what a new search would find; and the decisions equal the
+    exhaustive engine's (which never parks a search)."""
+    pair = Pair(DEFAULT)
+    fleet = data.draw(clusters())
+    qs = data.draw(queues())
+    for c in fleet:
+        pair.both("upsert_cluster", lambda c=c: (_cluster_copy(c),))
+    for q in qs:
+        pair.both("upsert_queue", lambda q=q: (Queue(q.name, parent=q.parent, weight=q.weight, priority=q.priority,
+                                                     open=q.open, capability=q.capability and dict(q.capability),
+                                                     guarantee=dict(q.guarantee)),))
+    names = [q.name for q in qs if q.name != "root"]
+    submitted = 0
+    for _ in range(data.draw(st.integers(3, 14))):
+        op = data.draw(st.sampled_from(("submit", "submit", "cycle", "finish", "evicted", "evicted", "queue")))
+        if op == "submit":
+            batch = data.draw(jobs(names, submitted))
+            submitted += len(batch)
+            for j in batch:
+                pair.both("submit", lambda j=j: (_copy(j),))
+        elif op == "finish" and pair.admitted():
+            job_id = data.draw(st.sampled_from(pair.admitted()))
+            pair.both("finished", lambda: (job_id, True, pair.now))
+        elif op == "evicted":
+            for job in [j for j in pair.pruned.state.jobs.values() if j.state is JobState.EVICTING]:
+                pair.both("evicted", lambda job=job: (job.id, pair.now, pair.now))
+        elif op == "queue":
+            q = data.draw(st.sampled_from(qs))
+            priority = data.draw(st.sampled_from((0, 5, 10)))
+            pair.both("upsert_queue", lambda: (Queue(q.name, parent=q.parent, weight=q.weight, priority=priority,
+                                                     open=q.open, capability=q.capability and dict(q.capability),
+                                                     guarantee=dict(q.guarantee)),))
+        _fresh_search_is_hopeless(pair.pruned)        # after the change, before the cycle reads it
+        pair.cycle()
+        _fresh_search_is_hopeless(pair.pruned)
+
+
+def _fleet() -> Engine:
+    engine = Engine(load_policy(DEFAULT).pipeline)
+    engine.upsert_cluster(Cluster("a", allocatable={CPU: 4000, MEMORY: 64 * GI}))
+    engine.upsert_queue(Queue("q"))
+    return engine
+
+
+def _job(i: int, priority: int, cpu: int = 2000) -> Job:
+    return Job(f"ns/j{i}", f"j{i}", "ns", queue="q", priority=priority, submit_time=float(i),
+               tasks=[Task("t", 1, 1, {CPU: cpu, MEMORY: GI})])
+
+
+def test_a_new_candidate_wakes_a_parked_search() -> None:
+    """A running job whose priority drops becomes a candidate: the parked search of a higher job wakes."""
+    engine = _fleet()
+    engine.submit(_job(0, 5))
+    engine.submit(_job(1, 5))                 # the cluster is full of priority-5 jobs
+    engine.cycle(1.0)
+    engine.submit(_job(2, 5))                 # equal priority: nobody to evict, the search is hopeless
+    assert not engine.cycle(2.0).preemptions
+    assert engine._preempt.parked(engine.state.jobs["ns/j2"]) is not None
+    assert not engine.cycle(3.0).preemptions  # nothing changed
+    engine.update_job(_job(1, 1))             # j1 now ranks below j2 (same capacity, same queue usage)
+    result = engine.cycle(4.0)
+    assert [p.victims for p in result.preemptions] == [("ns/j1",)]
+
+
+def test_parking_skips_preemptors_a_finish_cannot_help() -> None:
+    """Default policy, a full fleet of priority-5 jobs and a backlog of priority-5 jobs too big for any
+    hole: after a finish, nothing is examined or searched again (before: every key, every finish)."""
+    engine = _fleet()
+    for i in range(4):
+        engine.submit(_job(i, 5, cpu=1000))
+    engine.cycle(1.0)
+    for i in range(4, 40):
+        engine.submit(_job(i, 5, cpu=3000))
+    first = engine.cycle(2.0)
+    assert first.examined >= 1 and not first.preemptions
+    engine.finished("ns/j0", True, ended_at=3.0)      # 1 cpu free: no 3-cpu job fits, nobody to evict
+    searches = []
+    original = VictimSearch.run
+
+    def counted(self: VictimSearch, job: Job, rules: Any) -> Any:
+        searches.append(job.id)
+        return original(self, job, rules)
+
+    VictimSearch.run = counted          # type: ignore[method-assign]
+    try:
+        result = engine.cycle(3.0)
+    finally:
+        VictimSearch.run = original     # type: ignore[method-assign]
+    assert result.full and searches == []             # the key's search is parked: no victim search again
+    assert result.examined <= 1
+    exhaustive = Engine(load_policy(DEFAULT).pipeline, exhaustive=True)
+    exhaustive.upsert_cluster(Cluster("a", allocatable={CPU: 4000, MEMORY: 64 * GI}))
+    exhaustive.upsert_queue(Queue("q"))
+    for i in range(4):
+        exhaustive.submit(_job(i, 5, cpu=1000))
+    exhaustive.cycle(1.0)
+    for i in range(4, 40):
+        exhaustive.submit(_job(i, 5, cpu=3000))
+    exhaustive.cycle(2.0)
+    exhaustive.finished("ns/j0", True, ended_at=3.0)
+    assert exhaustive.cycle(3.0).examined == 36
+
+
+def test_a_queue_going_above_its_guarantee_wakes_reclaim_in_the_same_cycle(tmp_path: Path) -> None:
+    """Reclaim opens a queue once it uses more than its guarantee: an admission earlier in the cycle that takes
+    it there makes its older jobs candidates at once, and a parked reclaim search must see them."""
+    text = DEFAULT.read_text().replace("guarantees: true ", "guarantees: false ")
+    assert text != DEFAULT.read_text()
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(text)
+
+    def engine_of(exhaustive: bool) -> Engine:
+        engine = Engine(load_policy(policy).pipeline, exhaustive=exhaustive)
+        engine.upsert_cluster(Cluster("a", allocatable={CPU: 6000, MEMORY: 64 * GI}))
+        engine.upsert_queue(Queue("v", priority=10, guarantee={CPU: 3000}))
+        engine.upsert_queue(Queue("b", priority=10))
+        engine.upsert_queue(Queue("r", guarantee={CPU: 3000}))
+        return engine
+
+    def job(name: str, queue: str, cpu: int, at: float, **extra: Any) -> Job:
+        # cpu only: a queue using memory beyond a cpu-only guarantee would count as above it from the start
+        return Job(f"ns/{name}", name, "ns", queue=queue, submit_time=at, tasks=[Task("t", 1, 1, {CPU: cpu})], **extra)
+
+    outcomes = []
+    for exhaustive in (False, True):
+        engine = engine_of(exhaustive)
+        engine.submit(job("v1", "v", 1000, 1.0))
+        engine.submit(job("v1b", "v", 2000, 2.0))
+        engine.submit(job("b1", "b", 3000, 3.0, annotations={"volcano.sh/preemptable": "false"}))
+        assert len(engine.cycle(1.0).admitted) == 3          # v at its guarantee (3 cpu), b1 protected
+        engine.submit(job("a1", "r", 3000, 4.0))
+        engine.submit(job("v2", "v", 1000, 5.0))
+        assert not engine.cycle(2.0).preemptions             # no candidate for a1: v is not above its guarantee
+        if not exhaustive:
+            assert engine._preempt.parked(engine.state.jobs["ns/a1"]) is not None
+        engine.finished("ns/b1", True, ended_at=3.0)
+        result = engine.cycle(3.0)                           # v2 first (queue priority 10): v goes above 3 cpu
+        outcomes.append(([a.job_id for a in result.admitted], [(p.preemptor, p.victims) for p in result.preemptions]))
+    assert outcomes[0] == outcomes[1] == (["ns/v2"], [("ns/a1", ("ns/v1",))])
