@@ -143,6 +143,9 @@ class Pipeline:
         self.enqueue = _caller(managers["enqueue"].hook.atoll_enqueue, None)
         self.job_order = _caller(managers["order"].hook.atoll_job_order, [])
         self.queue_order = _caller(managers["order"].hook.atoll_queue_order, [])
+        # some order plugin keys a queue by its next job (hookimpl argnames): re-key after refusals too
+        self.queue_order_candidate = any("candidate" in i.argnames
+                                         for i in managers["order"].hook.atoll_queue_order.get_hookimpls())
         self.admit = _caller(managers["admit"].hook.atoll_admit, None)
         self.admit_positional = _positional(managers["admit"].hook.atoll_admit, None)     # (job, state)
         self.filter = _caller(managers["place"].hook.atoll_filter, [])

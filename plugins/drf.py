@@ -13,6 +13,15 @@ each level, from the root down, so the queue served next is found by descending 
 child with the smallest weighted share at every level. ``queue.allocated`` already
 includes every descendant's usage (``FleetState._charge``).
 
+**Progressive filling** (``progressive: true``, the default; Armada's rule): every share is the
+one the queue would have *after* its next job, the ``candidate`` the engine passes (what admission
+would charge: ``job.demand``, added as exact integers to the queue and to each ancestor, as
+``FleetState._charge`` books it; with ``aboveGuarantee``, ``max(0, allocated + demand - guarantee)``
+as Kueue's borrowing is measured). Equal shares before then go to the queue whose next job adds
+less. ``progressive: false`` keys by the share before the job (Volcano's rule); the hook is then
+registered without the ``candidate`` argument, so the engine keeps its cheaper loop (it re-keys a
+queue after its refusals only for order plugins that read the candidate).
+
 The key is ``((s_root, root, s_1, name_1, ..., s_q, q),)`` — one nested tuple, so its
 varying length never collides with the keys of the order plugins after it. In a hierarchy
 equal shares are broken by name at each level, so a subtree is served as a unit (a parent
@@ -29,8 +38,9 @@ from typing import Any, ClassVar, Mapping, Optional
 
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
-from engine.model import Queue
+from engine.model import Job, Queue
 from engine.plugin import Plugin
+from engine.resources import Resources
 from plugins._queue_common import settings
 
 
@@ -49,46 +59,72 @@ def weighted_share(allocated: Mapping[str, int], total: Mapping[str, int], weigh
     return best
 
 
+def _plus(allocated: Mapping[str, int], demand: Optional[Resources]) -> Mapping[str, int]:
+    """``allocated + demand`` as exact integers (what admitting the candidate would book)."""
+    if not demand:
+        return allocated
+    out = dict(allocated)
+    for name, amount in demand.items():
+        out[name] = out.get(name, 0) + amount
+    return out
+
+
 class Drf(Plugin):
     """Queue key: weighted dominant shares from the root to the queue (smallest served first)."""
 
     name = "drf"
     stages = ("order",)
     description = "weighted dominant-resource fair share across queues, compared level by level in a hierarchy"
-    DEFAULTS: ClassVar[dict[str, Any]] = {"hierarchical": True, "share": "total"}
+    DEFAULTS: ClassVar[dict[str, Any]] = {"hierarchical": True, "share": "total", "progressive": True}
 
     def __init__(self, config: dict[str, Any], cel: Any, where: str = "") -> None:
         super().__init__(config, cel, where)
         conf = settings(config, self.DEFAULTS)
         self.hierarchical: bool = bool(conf["hierarchical"])
         self.above_guarantee: bool = conf["share"] == "aboveGuarantee"
+        self.progressive: bool = bool(conf["progressive"])
         resources = conf.get("resources")
         self.only: Optional[frozenset[str]] = frozenset(resources) if resources else None
+        if not self.progressive:
+            # registered without ``candidate``: the engine sees (hookimpl argnames) that no order plugin
+            # reads it and keeps re-keying queues only after admissions
+            def before(queue: Queue, state: FleetState) -> tuple[tuple[Any, ...]]:
+                return self.key(queue, state, None)
+            setattr(self, "atoll_queue_order", hookimpl(before))
 
-    def used(self, queue: Queue) -> Mapping[str, int]:
-        """What the share measures: all the queue uses, or (share: aboveGuarantee) what it uses beyond its guarantee."""
+    def used(self, queue: Queue, demand: Optional[Resources] = None) -> Mapping[str, int]:
+        """What the share measures: all the queue uses (plus ``demand``, the candidate's), or
+        (share: aboveGuarantee) what that is beyond its guarantee."""
+        allocated = _plus(queue.allocated, demand)
         if not self.above_guarantee or not queue.guarantee:
-            return queue.allocated
+            return allocated
         guarantee = queue.guarantee
-        return {r: v - guarantee.get(r, 0) for r, v in queue.allocated.items() if v > guarantee.get(r, 0)}
+        return {r: v - guarantee.get(r, 0) for r, v in allocated.items() if v > guarantee.get(r, 0)}
 
-    def share(self, queue: Queue, state: FleetState) -> float:
-        return weighted_share(self.used(queue), state.fleet_allocatable, queue.weight, self.only)
+    def share(self, queue: Queue, state: FleetState, candidate: Optional[Job] = None) -> float:
+        """The queue's weighted dominant share (after ``candidate`` when given)."""
+        demand = candidate.demand if candidate is not None else None
+        return weighted_share(self.used(queue, demand), state.fleet_allocatable, queue.weight, self.only)
 
-    @hookimpl
-    def atoll_queue_order(self, queue: Queue, state: FleetState) -> tuple[tuple[Any, ...]]:
+    def key(self, queue: Queue, state: FleetState, candidate: Optional[Job]) -> tuple[tuple[Any, ...]]:
+        """The order key, with the shares after ``candidate`` (None: as they are)."""
         total = state.fleet_allocatable
         only = self.only
-        own = weighted_share(self.used(queue), total, queue.weight, only)
+        demand = candidate.demand if candidate is not None and candidate.queue == queue.name else None
+        own = weighted_share(self.used(queue, demand), total, queue.weight, only)
         if not self.hierarchical or len(state.children(None)) == len(state.queues):
             return ((own,),)              # flat: equal shares are left to the next order plugins
         key: list[Any] = []
         for parent in reversed(state.ancestors(queue.name)):
-            key.append(weighted_share(self.used(parent), total, parent.weight, only))
+            key.append(weighted_share(self.used(parent, demand), total, parent.weight, only))
             key.append(parent.name)
         key.append(own)
         key.append(queue.name)
         return (tuple(key),)
+
+    @hookimpl
+    def atoll_queue_order(self, queue: Queue, state: FleetState, candidate: Optional[Job]) -> tuple[tuple[Any, ...]]:
+        return self.key(queue, state, candidate if self.progressive else None)
 
 
 PLUGINS = [Drf]

@@ -209,7 +209,10 @@ class WalkSource:
 
 class ListSource:
     """Candidates one by one (new, changed or timed-out jobs; every job when exhaustive). A job whose
-    group was refused earlier in the same state gets that refusal without calling the pipeline."""
+    group was refused earlier in the same state gets that refusal without calling the pipeline.
+    ``peek`` shows the next job without taking it (the queue's ``candidate`` for its order key) and
+    ``skip`` takes it only when its refusal is known that way, so a caller re-keying the queue after
+    every job sees each one, exactly the jobs and in the order ``take`` alone would go through."""
 
     def __init__(self, engine: "Engine", jobs: Iterator[Job], now: float, memo: bool = True) -> None:
         self.engine = engine
@@ -218,29 +221,66 @@ class ListSource:
         self.keyed = engine._keyed and memo
         self.group: Optional[Group] = None       # the group of the job last taken (shared ones only)
         self.parking = Parking(engine)
+        self._ahead: Optional[Job] = None        # the next job, once peeked
+        self._peeked = False
+        self._checked: Optional[Job] = None      # peeked, and skip found no known refusal for it
+
+    def peek(self) -> Optional[Job]:
+        if not self._peeked:
+            self._ahead, self._peeked = next(self.jobs, None), True
+        return self._ahead
+
+    def _next(self) -> Optional[Job]:
+        if self._peeked:
+            self._peeked = False
+            return self._ahead
+        return next(self.jobs, None)
+
+    def _known(self, job: Job) -> Optional[Refusal]:
+        """The refusal ``job`` gets without the pipeline (its group's, in this state), else None; sets ``group``."""
+        engine = self.engine
+        group = engine._backlog._group_of.get(job.id)
+        if group is not None and group.shared and job.not_before <= self.now:
+            known = engine._memo.get(group.key)
+            if known is not None and known[0] == engine._admissions:
+                return known[1]
+            parked = engine._still_parked(group, job)
+            if parked is not None:
+                return parked
+            self.group = group
+        else:
+            self.group = None
+        return None
+
+    def skip(self) -> bool:
+        """Take the next job if its refusal is known without the pipeline (it gets it); False otherwise."""
+        job = self.peek()
+        if job is None or not self.keyed or job is self._checked:
+            return False
+        refusal = self._known(job)
+        if refusal is None:
+            self._checked = job
+            return False
+        self._next()
+        self.engine._block(job, refusal, self.engine._result)
+        return True
 
     def take(self) -> Optional[Job]:
         if not self.keyed:
-            return next(self.jobs, None)
-        engine, now = self.engine, self.now
-        group_of, memo = engine._backlog._group_of, engine._memo
-        for job in self.jobs:
-            group = group_of.get(job.id)
-            if group is not None and group.shared and job.not_before <= now:
-                known = memo.get(group.key)
-                if known is not None and known[0] == engine._admissions:
-                    engine._block(job, known[1], engine._result)
-                    continue
-                parked = engine._still_parked(group, job)
-                if parked is not None:
-                    engine._block(job, parked, engine._result)
-                    continue
-                self.group = group
-            else:
-                self.group = None
-            return job
-        self.parking.flush()
-        return None
+            return self._next()
+        while True:
+            checked = self._checked if self._peeked else None
+            job = self._next()
+            if job is None:
+                self.parking.flush()
+                return None
+            if job is checked:                   # skip just found nothing known: group is set
+                self._checked = None
+                return job
+            refusal = self._known(job)
+            if refusal is None:
+                return job
+            self.engine._block(job, refusal, self.engine._result)
 
     def examined(self, job: Job, refusal: Optional[Refusal]) -> None:
         group = self.group

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import itertools
-from typing import Hashable, Iterator, Optional
+from typing import Hashable, Iterator, Optional, cast
 
 from sortedcontainers import SortedList
 
@@ -56,7 +56,7 @@ class Engine(JobLifecycle):
         self._seq = itertools.count()
         self._epoch_seen = -1                          # capacity epoch of the last full cycle
         self._admissions = 0                           # bumps invalidate cached queue keys
-        self._queue_keys: dict[str, tuple[int, tuple]] = {}
+        self._queue_keys: dict[str, tuple[int, Optional[Job], tuple]] = {}   # name -> (admissions, candidate, key)
         self._preempt = Preemptions(self.state, pipeline)     # victims and nominations (engine.core.nomination)
         self._reads = Reads(self.state, lambda: self.state.changes)   # parked keys' reads (engine.core.wake)
 
@@ -105,6 +105,9 @@ class Engine(JobLifecycle):
         self._memo.clear()
         sources = self._sources(full, now)
         self._dirty.clear()
+        if self.pipeline.queue_order_candidate:
+            self._serve_by_candidate(cast(dict[str, ListSource], sources), now, result)   # see _sources
+            return result
         heap: list[tuple[tuple, str]] = [(self._queue_key(name), name) for name in sources]
         heapq.heapify(heap)
         while heap:
@@ -129,13 +132,39 @@ class Engine(JobLifecycle):
                     break
         return result
 
+    def _serve_by_candidate(self, sources: dict[str, ListSource], now: float, result: CycleResult) -> None:
+        """The cycle's loop when a queue's key depends on its next job (``atoll_queue_order``'s
+        ``candidate``): after every job taken from a queue, refused or not, the queue is keyed again
+        with its new next job, so the queue with the smallest key *after* its next job is served
+        (progressive filling). Sources are ListSources: a job whose refusal is known without the
+        pipeline (memo, parking) is still taken one at a time (``ListSource.skip``), so the order of
+        the queues is exactly the exhaustive engine's."""
+        heap: list[tuple[tuple, str]] = [(self._queue_key(name, sources[name].peek()), name) for name in sources]
+        heapq.heapify(heap)
+        while heap:
+            key, name = heap[0]
+            source = sources[name]
+            fresh = self._queue_key(name, source.peek())
+            if fresh != key:                      # usage or next job changed since pushed: re-queue lazily
+                heapq.heapreplace(heap, (fresh, name))
+                continue
+            if source.skip():                     # a refusal known without the pipeline: next job
+                continue
+            job = source.take()
+            if job is None:
+                heapq.heappop(heap)
+                continue
+            result.examined += 1
+            source.examined(job, self._examine(job, now, result))
+
     def _sources(self, full: bool, now: float) -> dict[str, Source]:
         """Per queue, the jobs this cycle examines, in order: a QueueWalk by verdict key over the whole
         backlog (full cycle, keyed policy), else the candidates one by one."""
         lookback = self.pipeline.lookback
         if lookback:
             self._behind_lookback(lookback)
-        if not (full and self._keyed):
+        if not (full and self._keyed) or self.pipeline.queue_order_candidate:
+            # keys by next job: one job at a time (a walk by verdict key would pass refused jobs unseen)
             return {q: ListSource(self, jobs, now) for q, jobs in self._candidates(full).items()}
         # A walk by key pays a heap step per examined key; where most jobs have keys of their own, going
         # through the jobs one by one (a refused key still skips the pipeline) is cheaper. Both are exact.
@@ -183,14 +212,15 @@ class Engine(JobLifecycle):
                 by_queue.setdefault(job.queue, []).append(job)
         return {q: iter(sorted(js, key=lambda j: (j.sort_key, j.seq))) for q, js in by_queue.items()}
 
-    def _queue_key(self, name: str) -> tuple:
+    def _queue_key(self, name: str, candidate: Optional[Job] = None) -> tuple:
         cached = self._queue_keys.get(name)
-        if cached is not None and cached[0] == self._admissions:
-            return cached[1]
+        if cached is not None and cached[0] == self._admissions and cached[1] is candidate:
+            return cached[2]
         queue = self.state.queues.get(name)
-        key = join_keys(self.pipeline.queue_order(queue=queue, state=self.state)) if queue else ()
+        key = join_keys(self.pipeline.queue_order(queue=queue, state=self.state, candidate=candidate)) \
+            if queue else ()
         key = (0 if queue else 1, key, name)    # unknown queues last; name breaks ties deterministically
-        self._queue_keys[name] = (self._admissions, key)
+        self._queue_keys[name] = (self._admissions, candidate, key)
         return key
 
     def _examine(self, job: Job, now: float, result: CycleResult) -> Optional[Refusal]:
