@@ -40,7 +40,6 @@ from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
 from engine.model import Job, Queue
 from engine.plugin import Plugin
-from engine.resources import Resources
 from plugins._queue_common import settings
 
 
@@ -59,14 +58,36 @@ def weighted_share(allocated: Mapping[str, int], total: Mapping[str, int], weigh
     return best
 
 
-def _plus(allocated: Mapping[str, int], demand: Optional[Resources]) -> Mapping[str, int]:
-    """``allocated + demand`` as exact integers (what admitting the candidate would book)."""
-    if not demand:
-        return allocated
-    out = dict(allocated)
-    for name, amount in demand.items():
-        out[name] = out.get(name, 0) + amount
-    return out
+def share_after(allocated: Mapping[str, int], demand: Optional[Mapping[str, int]], total: Mapping[str, int],
+                weight: int, only: Optional[frozenset[str]] = None,
+                guarantee: Optional[Mapping[str, int]] = None) -> float:
+    """``weighted_share`` of ``allocated + demand`` (minus ``guarantee``, floored at 0, when given), each
+    amount an exact integer; builds no dict (this runs once per examined job)."""
+    if not demand and not guarantee:
+        return weighted_share(allocated, total, weight, only)
+    w = weight if weight > 1 else 1
+    best = 0.0
+    extra = demand or {}
+    for name, amount in allocated.items():
+        amount += extra.get(name, 0)
+        if guarantee:
+            amount -= guarantee.get(name, 0)
+        if amount > 0 and (only is None or name in only):
+            cap = total.get(name, 0)
+            share = amount / (cap * w) if cap > 0 else 1 / w
+            if share > best:
+                best = share
+    for name, amount in extra.items():
+        if name in allocated:
+            continue
+        if guarantee:
+            amount -= guarantee.get(name, 0)
+        if amount > 0 and (only is None or name in only):
+            cap = total.get(name, 0)
+            share = amount / (cap * w) if cap > 0 else 1 / w
+            if share > best:
+                best = share
+    return best
 
 
 class Drf(Plugin):
@@ -92,31 +113,32 @@ class Drf(Plugin):
                 return self.key(queue, state, None)
             setattr(self, "atoll_queue_order", hookimpl(before))
 
-    def used(self, queue: Queue, demand: Optional[Resources] = None) -> Mapping[str, int]:
-        """What the share measures: all the queue uses (plus ``demand``, the candidate's), or
-        (share: aboveGuarantee) what that is beyond its guarantee."""
-        allocated = _plus(queue.allocated, demand)
+    def used(self, queue: Queue) -> Mapping[str, int]:
+        """What the share measures: all the queue uses, or (share: aboveGuarantee) what it uses beyond its guarantee."""
         if not self.above_guarantee or not queue.guarantee:
-            return allocated
+            return queue.allocated
         guarantee = queue.guarantee
-        return {r: v - guarantee.get(r, 0) for r, v in allocated.items() if v > guarantee.get(r, 0)}
+        return {r: v - guarantee.get(r, 0) for r, v in queue.allocated.items() if v > guarantee.get(r, 0)}
+
+    def _share(self, queue: Queue, total: Mapping[str, int], demand: Optional[Mapping[str, int]]) -> float:
+        return share_after(queue.allocated, demand, total, queue.weight, self.only,
+                           queue.guarantee if self.above_guarantee else None)
 
     def share(self, queue: Queue, state: FleetState, candidate: Optional[Job] = None) -> float:
         """The queue's weighted dominant share (after ``candidate`` when given)."""
-        demand = candidate.demand if candidate is not None else None
-        return weighted_share(self.used(queue, demand), state.fleet_allocatable, queue.weight, self.only)
+        return self._share(queue, state.fleet_allocatable, candidate.demand if candidate is not None else None)
 
     def key(self, queue: Queue, state: FleetState, candidate: Optional[Job]) -> tuple[tuple[Any, ...]]:
         """The order key, with the shares after ``candidate`` (None: as they are)."""
         total = state.fleet_allocatable
-        only = self.only
-        demand = candidate.demand if candidate is not None and candidate.queue == queue.name else None
-        own = weighted_share(self.used(queue, demand), total, queue.weight, only)
+        demand = candidate.demand if candidate is not None else None
+        own = share_after(queue.allocated, demand, total, queue.weight, self.only,
+                          queue.guarantee if self.above_guarantee else None)
         if not self.hierarchical or len(state.children(None)) == len(state.queues):
             return ((own,),)              # flat: equal shares are left to the next order plugins
         key: list[Any] = []
         for parent in reversed(state.ancestors(queue.name)):
-            key.append(weighted_share(self.used(parent, demand), total, parent.weight, only))
+            key.append(self._share(parent, total, demand))
             key.append(parent.name)
         key.append(own)
         key.append(queue.name)

@@ -146,8 +146,10 @@ class Engine(JobLifecycle):
             source = sources[name]
             fresh = self._queue_key(name, source.peek())
             if fresh != key:                      # usage or next job changed since pushed: re-queue lazily
-                heapq.heapreplace(heap, (fresh, name))
-                continue
+                if (len(heap) > 1 and heap[1][0] < fresh) or (len(heap) > 2 and heap[2][0] < fresh):
+                    heapq.heapreplace(heap, (fresh, name))
+                    continue
+                heap[0] = (fresh, name)           # still below both children: first, without a heap step
             if source.skip():                     # a refusal known without the pipeline: next job
                 continue
             job = source.take()
@@ -163,8 +165,7 @@ class Engine(JobLifecycle):
         lookback = self.pipeline.lookback
         if lookback:
             self._behind_lookback(lookback)
-        if not (full and self._keyed) or self.pipeline.queue_order_candidate:
-            # keys by next job: one job at a time (a walk by verdict key would pass refused jobs unseen)
+        if not (full and self._keyed):
             return {q: ListSource(self, jobs, now) for q, jobs in self._candidates(full).items()}
         # A walk by key pays a heap step per examined key; where most jobs have keys of their own, going
         # through the jobs one by one (a refused key still skips the pipeline) is cheaper. Both are exact.
@@ -174,7 +175,9 @@ class Engine(JobLifecycle):
             if not entries:
                 continue
             groups = groups_of.get(q, {})
-            if len(entries) >= 4 * len(groups):
+            # keys by next job (atoll_queue_order's candidate): one job at a time, since a walk by verdict key
+            # passes refused jobs unseen and the queue must be keyed by each (Engine._serve_by_candidate)
+            if len(entries) >= 4 * len(groups) and not self.pipeline.queue_order_candidate:
                 bound = entries[lookback - 1] if 0 < lookback < len(entries) else None
                 walk = QueueWalk(groups.values(), self._admissions, self._block_range, bound)
                 sources[q] = WalkSource(self, walk, now)
@@ -217,8 +220,7 @@ class Engine(JobLifecycle):
         if cached is not None and cached[0] == self._admissions and cached[1] is candidate:
             return cached[2]
         queue = self.state.queues.get(name)
-        key = join_keys(self.pipeline.queue_order(queue=queue, state=self.state, candidate=candidate)) \
-            if queue else ()
+        key = join_keys(self.pipeline.queue_order_positional(queue, self.state, candidate)) if queue else ()
         key = (0 if queue else 1, key, name)    # unknown queues last; name breaks ties deterministically
         self._queue_keys[name] = (self._admissions, candidate, key)
         return key
