@@ -107,6 +107,19 @@ class QueueWalk:
         self._last: Optional[Entry] = None
         self._bound = bound              # the last job the walk may reach (policy lookback); None: all
 
+    def peek(self, version: int) -> Optional[tuple[Entry, Group]]:
+        """What ``take`` returns next, without taking it (None: the queue is done). The jobs of refused
+        groups before it count as passed (``_reopen`` hands them the refusal): a caller keying the queue
+        by its next job peeks only while the queue is being served (Engine._serve_by_candidate)."""
+        if version != self._version:
+            self._reopen(version)
+        if not self._heap or (self._bound is not None and self._heap[0][0] > self._bound):
+            return None
+        top = self._heap[0]
+        if self._refused and (self._last is None or top[0] > self._last):
+            self._last = (top[0][0], top[0][1], "")        # just before the top: no entry sorts between
+        return top
+
     def take(self, version: int) -> Optional[tuple[Entry, Group]]:
         """The next job to examine (its entry and group), or None when the queue is done."""
         if version != self._version:
@@ -184,6 +197,27 @@ class WalkSource:
         self.now = now
         self.current: Optional[tuple[Entry, Group]] = None
         self.parking = Parking(engine)
+
+    def peek(self) -> Optional[Job]:
+        """The next job ``take`` examines, or the next one of a parked group (``skip`` takes it). The jobs of
+        groups refused in this state are passed over: exact for queue keys that depend on the candidate
+        only through its shape (see Engine._serve_by_candidate)."""
+        top = self.walk.peek(self.engine._admissions)
+        return None if top is None else self.engine.state.jobs[top[0][2]]
+
+    def skip(self) -> bool:
+        """Take the next job if its group is parked with reads unchanged (it gets the parked refusal)."""
+        engine, walk = self.engine, self.walk
+        top = walk.peek(engine._admissions)
+        if top is None:
+            return False
+        entry, group = top
+        refusal = engine._still_parked(group, engine.state.jobs[entry[2]])
+        if refusal is None:
+            return False
+        walk.take(engine._admissions)
+        walk.examined(entry, group, refusal)
+        return True
 
     def take(self) -> Optional[Job]:
         engine, walk = self.engine, self.walk

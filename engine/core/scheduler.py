@@ -106,7 +106,7 @@ class Engine(JobLifecycle):
         sources = self._sources(full, now)
         self._dirty.clear()
         if self.pipeline.queue_order_candidate:
-            self._serve_by_candidate(cast(dict[str, ListSource], sources), now, result)   # see _sources
+            self._serve_by_candidate(cast(dict[str, "ListSource | WalkSource"], sources), now, result)
             return result
         heap: list[tuple[tuple, str]] = [(self._queue_key(name), name) for name in sources]
         heapq.heapify(heap)
@@ -132,13 +132,21 @@ class Engine(JobLifecycle):
                     break
         return result
 
-    def _serve_by_candidate(self, sources: dict[str, ListSource], now: float, result: CycleResult) -> None:
+    def _serve_by_candidate(self, sources: dict[str, "ListSource | WalkSource"], now: float,
+                            result: CycleResult) -> None:
         """The cycle's loop when a queue's key depends on its next job (``atoll_queue_order``'s
         ``candidate``): after every job taken from a queue, refused or not, the queue is keyed again
         with its new next job, so the queue with the smallest key *after* its next job is served
-        (progressive filling). Sources are ListSources: a job whose refusal is known without the
-        pipeline (memo, parking) is still taken one at a time (``ListSource.skip``), so the order of
-        the queues is exactly the exhaustive engine's."""
+        (progressive filling).
+
+        Exact with the pruning: a parked job (its refusal known from its unchanged reads) is still
+        taken on its own (``skip``) after its queue was keyed by it. Jobs of a group refused earlier in
+        the same state (no admission since) are passed over without keying the queue by each: the key
+        depends on the candidate only through its shape, the same for the whole group, and the group's
+        first refusal in this state was taken with that key below every other queue's. A queue's
+        stored key only changes when its turn ends, and then it is above the key of the queue served
+        next, so every other queue's key stays above the group's: the exhaustive engine, keying by
+        each of those jobs, would keep serving the queue through them too."""
         heap: list[tuple[tuple, str]] = [(self._queue_key(name, sources[name].peek()), name) for name in sources]
         heapq.heapify(heap)
         while heap:
@@ -175,9 +183,7 @@ class Engine(JobLifecycle):
             if not entries:
                 continue
             groups = groups_of.get(q, {})
-            # keys by next job (atoll_queue_order's candidate): one job at a time, since a walk by verdict key
-            # passes refused jobs unseen and the queue must be keyed by each (Engine._serve_by_candidate)
-            if len(entries) >= 4 * len(groups) and not self.pipeline.queue_order_candidate:
+            if len(entries) >= 4 * len(groups):
                 bound = entries[lookback - 1] if 0 < lookback < len(entries) else None
                 walk = QueueWalk(groups.values(), self._admissions, self._block_range, bound)
                 sources[q] = WalkSource(self, walk, now)
