@@ -114,6 +114,7 @@ class QueueWalk:
         if version != self._version:
             self._reopen(version)
         if not self._heap or (self._bound is not None and self._heap[0][0] > self._bound):
+            self.close()                                     # every job left was passed: the queue is done
             return None
         top = self._heap[0]
         if self._refused and (self._last is None or top[0] > self._last):
