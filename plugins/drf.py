@@ -110,7 +110,7 @@ class Drf(Plugin):
             # registered without ``candidate``: the engine sees (hookimpl argnames) that no order plugin
             # reads it and keeps re-keying queues only after admissions
             def before(queue: Queue, state: FleetState) -> tuple[tuple[Any, ...]]:
-                return self.key(queue, state, None)
+                return Drf.atoll_queue_order(self, queue, state, None)
             setattr(self, "atoll_queue_order", hookimpl(before))
 
     def used(self, queue: Queue) -> Mapping[str, int]:
@@ -128,12 +128,31 @@ class Drf(Plugin):
         """The queue's weighted dominant share (after ``candidate`` when given)."""
         return self._share(queue, state.fleet_allocatable, candidate.demand if candidate is not None else None)
 
-    def key(self, queue: Queue, state: FleetState, candidate: Optional[Job]) -> tuple[tuple[Any, ...]]:
-        """The order key, with the shares after ``candidate`` (None: as they are)."""
+    @hookimpl
+    def atoll_queue_order(self, queue: Queue, state: FleetState, candidate: Optional[Job]) -> tuple[tuple[Any, ...]]:
+        """The order key, with the shares after ``candidate`` (None, or ``progressive: false``: as they are).
+        Runs once per examined job: the common case (all resources, no guarantee counted) is inlined."""
         total = state.fleet_allocatable
-        demand = candidate.demand if candidate is not None else None
-        own = share_after(queue.allocated, demand, total, queue.weight, self.only,
-                          queue.guarantee if self.above_guarantee else None)
+        demand = candidate.demand if candidate is not None and self.progressive else None
+        if demand and not self.above_guarantee and self.only is None:
+            w = queue.weight if queue.weight > 1 else 1
+            allocated = queue.allocated
+            own = 0.0
+            for name, amount in demand.items():
+                amount += allocated.get(name, 0)
+                if amount > 0:
+                    cap = total.get(name, 0)
+                    share = amount / (cap * w) if cap > 0 else 1 / w
+                    if share > own:
+                        own = share
+            for name, amount in allocated.items():
+                if amount > 0 and name not in demand:
+                    cap = total.get(name, 0)
+                    share = amount / (cap * w) if cap > 0 else 1 / w
+                    if share > own:
+                        own = share
+        else:
+            own = self._share(queue, total, demand)
         if not self.hierarchical or len(state.children(None)) == len(state.queues):
             return ((own,),)              # flat: equal shares are left to the next order plugins
         key: list[Any] = []
@@ -143,10 +162,6 @@ class Drf(Plugin):
         key.append(own)
         key.append(queue.name)
         return (tuple(key),)
-
-    @hookimpl
-    def atoll_queue_order(self, queue: Queue, state: FleetState, candidate: Optional[Job]) -> tuple[tuple[Any, ...]]:
-        return self.key(queue, state, candidate if self.progressive else None)
 
 
 PLUGINS = [Drf]

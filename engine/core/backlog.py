@@ -289,8 +289,10 @@ class ListSource:
 
     def skip(self) -> bool:
         """Take the next job if its refusal is known without the pipeline (it gets it); False otherwise."""
+        if not self.keyed:
+            return False
         job = self.peek()
-        if job is None or not self.keyed or job is self._checked:
+        if job is None or job is self._checked:
             return False
         refusal = self._known(job)
         if refusal is None:
