@@ -77,7 +77,8 @@ class StageSpecs:
         :param queue: the queue; ``queue.allocated`` includes every descendant's usage.
         :param state: the fleet as it is now.
         :param candidate: the job this queue would serve next in this cycle (the next one the engine
-            examines from it), or None when it has none left (or outside a cycle). Key by the share the
+            examines from it; jobs of a verdict key already refused in the same state are passed
+            over), or None when it has none left (or outside a cycle). Key by the share the
             queue would have *after* it (progressive filling, as the ``drf`` plugin does), and equal
             shares go to the queue whose next job adds less.
 
