@@ -71,9 +71,25 @@ class StageSpecs:
         raise NotImplementedError
 
     @hookspec
-    def atoll_queue_order(self, queue: "Queue", state: "FleetState") -> SortKey:
-        """Sort key of a queue (smaller is served first). Called when the queue's usage or spec
-        changes (after each admission from it), so fair-share keys stay current. Must not return None."""
+    def atoll_queue_order(self, queue: "Queue", state: "FleetState", candidate: Optional["Job"]) -> SortKey:
+        """Sort key of a queue (smaller is served first). Must not return None.
+
+        :param queue: the queue; ``queue.allocated`` includes every descendant's usage.
+        :param state: the fleet as it is now.
+        :param candidate: the job this queue would serve next in this cycle (the next one the engine
+            examines from it; jobs of a verdict key already refused in the same state are passed
+            over), or None when it has none left (or outside a cycle). Key by the share the
+            queue would have *after* it (progressive filling, as the ``drf`` plugin does), and equal
+            shares go to the queue whose next job adds less.
+
+        Called when the queue's usage, spec or next job changes: after each admission (fair-share keys
+        stay current) and, only when some order plugin of the policy takes ``candidate`` (pluggy passes
+        an implementation the arguments it names), after each refusal too, since the next job then
+        differs. A plugin without ``candidate`` costs what it always did. Keys are cached per queue
+        and candidate until the next admission. The key may depend on the candidate only through
+        ``candidate.shape`` (its tasks: replicas, minimum and per-replica resources, so its demand):
+        jobs of one verdict key then give their queue one key, and the engine need not key the queue
+        by each of them to stay exact (``Engine._serve_by_candidate``)."""
         raise NotImplementedError
 
     # -- admit -----------------------------------------------------------------

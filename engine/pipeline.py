@@ -79,7 +79,8 @@ def _direct(hook: pluggy.HookCaller) -> Callable[..., Any]:
 def _positional(hook: pluggy.HookCaller, empty: Any) -> Callable[..., Any]:
     """Like ``_caller`` but called with the spec's arguments by position, in the spec's order: the
     admit hook runs once per examined job (~100,000 times in a large first cycle), and building
-    and unpacking keyword dicts is a good part of a refusal's cost."""
+    and unpacking keyword dicts is a good part of a refusal's cost. So does the queue order hook
+    when a plugin reads its ``candidate`` (a collecting hook: the list of results)."""
     impls = list(reversed(hook.get_hookimpls()))
     spec = hook.spec
     if spec is None or not impls or any(i.hookwrapper or i.wrapper or i.kwargnames for i in impls):
@@ -90,7 +91,14 @@ def _positional(hook: pluggy.HookCaller, empty: Any) -> Callable[..., Any]:
     calls = [(i.function, None if tuple(i.argnames) == everything else tuple(everything.index(n) for n in i.argnames))
              for i in impls]
     if not spec.opts.get("firstresult"):
-        raise ValueError(f"{hook.name} collects results; only firstresult hooks have a positional caller")
+        def collect(*args: Any) -> list[Any]:
+            results = []
+            for function, picks in calls:
+                result = function(*args) if picks is None else function(*[args[i] for i in picks])
+                if result is not None:
+                    results.append(result)
+            return results
+        return collect
 
     def first(*args: Any) -> Any:
         for function, picks in calls:
@@ -143,6 +151,10 @@ class Pipeline:
         self.enqueue = _caller(managers["enqueue"].hook.atoll_enqueue, None)
         self.job_order = _caller(managers["order"].hook.atoll_job_order, [])
         self.queue_order = _caller(managers["order"].hook.atoll_queue_order, [])
+        self.queue_order_positional = _positional(managers["order"].hook.atoll_queue_order, [])  # (queue, state, candidate)
+        # some order plugin keys a queue by its next job (hookimpl argnames): re-key after refusals too
+        self.queue_order_candidate = any("candidate" in i.argnames
+                                         for i in managers["order"].hook.atoll_queue_order.get_hookimpls())
         self.admit = _caller(managers["admit"].hook.atoll_admit, None)
         self.admit_positional = _positional(managers["admit"].hook.atoll_admit, None)     # (job, state)
         self.filter = _caller(managers["place"].hook.atoll_filter, [])

@@ -107,6 +107,20 @@ class QueueWalk:
         self._last: Optional[Entry] = None
         self._bound = bound              # the last job the walk may reach (policy lookback); None: all
 
+    def peek(self, version: int) -> Optional[tuple[Entry, Group]]:
+        """What ``take`` returns next, without taking it (None: the queue is done). The jobs of refused
+        groups before it count as passed (``_reopen`` hands them the refusal): a caller keying the queue
+        by its next job peeks only while the queue is being served (Engine._serve_by_candidate)."""
+        if version != self._version:
+            self._reopen(version)
+        if not self._heap or (self._bound is not None and self._heap[0][0] > self._bound):
+            self.close()                                     # every job left was passed: the queue is done
+            return None
+        top = self._heap[0]
+        if self._refused and (self._last is None or top[0] > self._last):
+            self._last = (top[0][0], top[0][1], "")        # just before the top: no entry sorts between
+        return top
+
     def take(self, version: int) -> Optional[tuple[Entry, Group]]:
         """The next job to examine (its entry and group), or None when the queue is done."""
         if version != self._version:
@@ -185,6 +199,27 @@ class WalkSource:
         self.current: Optional[tuple[Entry, Group]] = None
         self.parking = Parking(engine)
 
+    def peek(self) -> Optional[Job]:
+        """The next job ``take`` examines, or the next one of a parked group (``skip`` takes it). The jobs of
+        groups refused in this state are passed over: exact for queue keys that depend on the candidate
+        only through its shape (see Engine._serve_by_candidate)."""
+        top = self.walk.peek(self.engine._admissions)
+        return None if top is None else self.engine.state.jobs[top[0][2]]
+
+    def skip(self) -> bool:
+        """Take the next job if its group is parked with reads unchanged (it gets the parked refusal)."""
+        engine, walk = self.engine, self.walk
+        top = walk.peek(engine._admissions)
+        if top is None:
+            return False
+        entry, group = top
+        refusal = engine._still_parked(group, engine.state.jobs[entry[2]])
+        if refusal is None:
+            return False
+        walk.take(engine._admissions)
+        walk.examined(entry, group, refusal)
+        return True
+
     def take(self) -> Optional[Job]:
         engine, walk = self.engine, self.walk
         while True:
@@ -209,7 +244,10 @@ class WalkSource:
 
 class ListSource:
     """Candidates one by one (new, changed or timed-out jobs; every job when exhaustive). A job whose
-    group was refused earlier in the same state gets that refusal without calling the pipeline."""
+    group was refused earlier in the same state gets that refusal without calling the pipeline.
+    ``peek`` shows the next job without taking it (the queue's ``candidate`` for its order key) and
+    ``skip`` takes it only when its refusal is known that way, so a caller re-keying the queue after
+    every job sees each one, exactly the jobs and in the order ``take`` alone would go through."""
 
     def __init__(self, engine: "Engine", jobs: Iterator[Job], now: float, memo: bool = True) -> None:
         self.engine = engine
@@ -218,29 +256,68 @@ class ListSource:
         self.keyed = engine._keyed and memo
         self.group: Optional[Group] = None       # the group of the job last taken (shared ones only)
         self.parking = Parking(engine)
+        self._ahead: Optional[Job] = None        # the next job, once peeked
+        self._peeked = False
+        self._checked: Optional[Job] = None      # peeked, and skip found no known refusal for it
+
+    def peek(self) -> Optional[Job]:
+        if not self._peeked:
+            self._ahead, self._peeked = next(self.jobs, None), True
+        return self._ahead
+
+    def _next(self) -> Optional[Job]:
+        if self._peeked:
+            self._peeked = False
+            return self._ahead
+        return next(self.jobs, None)
+
+    def _known(self, job: Job) -> Optional[Refusal]:
+        """The refusal ``job`` gets without the pipeline (its group's, in this state), else None; sets ``group``."""
+        engine = self.engine
+        group = engine._backlog._group_of.get(job.id)
+        if group is not None and group.shared and job.not_before <= self.now:
+            known = engine._memo.get(group.key)
+            if known is not None and known[0] == engine._admissions:
+                return known[1]
+            parked = engine._still_parked(group, job)
+            if parked is not None:
+                return parked
+            self.group = group
+        else:
+            self.group = None
+        return None
+
+    def skip(self) -> bool:
+        """Take the next job if its refusal is known without the pipeline (it gets it); False otherwise."""
+        if not self.keyed:
+            return False
+        job = self.peek()
+        if job is None or job is self._checked:
+            return False
+        refusal = self._known(job)
+        if refusal is None:
+            self._checked = job
+            return False
+        self._next()
+        self.engine._block(job, refusal, self.engine._result)
+        return True
 
     def take(self) -> Optional[Job]:
         if not self.keyed:
-            return next(self.jobs, None)
-        engine, now = self.engine, self.now
-        group_of, memo = engine._backlog._group_of, engine._memo
-        for job in self.jobs:
-            group = group_of.get(job.id)
-            if group is not None and group.shared and job.not_before <= now:
-                known = memo.get(group.key)
-                if known is not None and known[0] == engine._admissions:
-                    engine._block(job, known[1], engine._result)
-                    continue
-                parked = engine._still_parked(group, job)
-                if parked is not None:
-                    engine._block(job, parked, engine._result)
-                    continue
-                self.group = group
-            else:
-                self.group = None
-            return job
-        self.parking.flush()
-        return None
+            return self._next()
+        while True:
+            checked = self._checked if self._peeked else None
+            job = self._next()
+            if job is None:
+                self.parking.flush()
+                return None
+            if job is checked:                   # skip just found nothing known: group is set
+                self._checked = None
+                return job
+            refusal = self._known(job)
+            if refusal is None:
+                return job
+            self.engine._block(job, refusal, self.engine._result)
 
     def examined(self, job: Job, refusal: Optional[Refusal]) -> None:
         group = self.group

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import itertools
-from typing import Hashable, Iterator, Optional
+from typing import Hashable, Iterator, Optional, cast
 
 from sortedcontainers import SortedList
 
@@ -56,7 +56,7 @@ class Engine(JobLifecycle):
         self._seq = itertools.count()
         self._epoch_seen = -1                          # capacity epoch of the last full cycle
         self._admissions = 0                           # bumps invalidate cached queue keys
-        self._queue_keys: dict[str, tuple[int, tuple]] = {}
+        self._queue_keys: dict[str, tuple[int, Optional[Job], tuple]] = {}   # name -> (admissions, candidate, key)
         # parked keys' reads (engine.core.wake); new victim candidates count as a change (engine.core.searchwake)
         self._reads = Reads(self.state, lambda: (self.state.changes, self._preempt.log_end()))
         self._preempt = Preemptions(self.state, pipeline, None if exhaustive else self._reads)   # victims, nominations
@@ -106,6 +106,9 @@ class Engine(JobLifecycle):
         self._memo.clear()
         sources = self._sources(full, now)
         self._dirty.clear()
+        if self.pipeline.queue_order_candidate:
+            self._serve_by_candidate(cast(dict[str, "ListSource | WalkSource"], sources), now, result)
+            return result
         heap: list[tuple[tuple, str]] = [(self._queue_key(name), name) for name in sources]
         heapq.heapify(heap)
         while heap:
@@ -129,6 +132,41 @@ class Engine(JobLifecycle):
                     heapq.heapreplace(heap, (self._queue_key(name), name))
                     break
         return result
+
+    def _serve_by_candidate(self, sources: dict[str, "ListSource | WalkSource"], now: float,
+                            result: CycleResult) -> None:
+        """The cycle's loop when a queue's key depends on its next job (``atoll_queue_order``'s
+        ``candidate``): after every job taken from a queue, refused or not, the queue is keyed again
+        with its new next job, so the queue with the smallest key *after* its next job is served
+        (progressive filling).
+
+        Exact with the pruning: a parked job (its refusal known from its unchanged reads) is still
+        taken on its own (``skip``) after its queue was keyed by it. Jobs of a group refused earlier in
+        the same state (no admission since) are passed over without keying the queue by each: the key
+        depends on the candidate only through its shape, the same for the whole group, and the group's
+        first refusal in this state was taken with that key below every other queue's. A queue's
+        stored key only changes when its turn ends, and then it is above the key of the queue served
+        next, so every other queue's key stays above the group's: the exhaustive engine, keying by
+        each of those jobs, would keep serving the queue through them too."""
+        heap: list[tuple[tuple, str]] = [(self._queue_key(name, sources[name].peek()), name) for name in sources]
+        heapq.heapify(heap)
+        while heap:
+            key, name = heap[0]
+            source = sources[name]
+            fresh = self._queue_key(name, source.peek())
+            if fresh != key:                      # usage or next job changed since pushed: re-queue lazily
+                if (len(heap) > 1 and heap[1][0] < fresh) or (len(heap) > 2 and heap[2][0] < fresh):
+                    heapq.heapreplace(heap, (fresh, name))
+                    continue
+                heap[0] = (fresh, name)           # still below both children: first, without a heap step
+            if source.skip():                     # a refusal known without the pipeline: next job
+                continue
+            job = source.take()
+            if job is None:
+                heapq.heappop(heap)
+                continue
+            result.examined += 1
+            source.examined(job, self._examine(job, now, result))
 
     def _sources(self, full: bool, now: float) -> dict[str, Source]:
         """Per queue, the jobs this cycle examines, in order: a QueueWalk by verdict key over the whole
@@ -184,14 +222,14 @@ class Engine(JobLifecycle):
                 by_queue.setdefault(job.queue, []).append(job)
         return {q: iter(sorted(js, key=lambda j: (j.sort_key, j.seq))) for q, js in by_queue.items()}
 
-    def _queue_key(self, name: str) -> tuple:
+    def _queue_key(self, name: str, candidate: Optional[Job] = None) -> tuple:
         cached = self._queue_keys.get(name)
-        if cached is not None and cached[0] == self._admissions:
-            return cached[1]
+        if cached is not None and cached[0] == self._admissions and cached[1] is candidate:
+            return cached[2]
         queue = self.state.queues.get(name)
-        key = join_keys(self.pipeline.queue_order(queue=queue, state=self.state)) if queue else ()
+        key = join_keys(self.pipeline.queue_order_positional(queue, self.state, candidate)) if queue else ()
         key = (0 if queue else 1, key, name)    # unknown queues last; name breaks ties deterministically
-        self._queue_keys[name] = (self._admissions, key)
+        self._queue_keys[name] = (self._admissions, candidate, key)
         return key
 
     def _examine(self, job: Job, now: float, result: CycleResult) -> Optional[Refusal]:

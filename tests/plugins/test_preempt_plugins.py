@@ -161,5 +161,5 @@ def test_drf_share_above_guarantee_is_an_option() -> None:
     for q in (big, small):
         state.upsert_queue(q)
     total, above = Drf({}, None), Drf({"share": "aboveGuarantee"}, None)
-    assert total.atoll_queue_order(big, state) > total.atoll_queue_order(small, state)     # 0.6 > 0.2
-    assert above.atoll_queue_order(big, state) < above.atoll_queue_order(small, state)     # 0.0 < 0.2
+    assert total.atoll_queue_order(big, state, None) > total.atoll_queue_order(small, state, None)     # 0.6 > 0.2
+    assert above.atoll_queue_order(big, state, None) < above.atoll_queue_order(small, state, None)     # 0.0 < 0.2

@@ -45,7 +45,7 @@ def test_drf_uses_the_dominant_resource() -> None:
     cpu_heavy.allocated.update(res(cpu="50", memory="1Gi"))       # dominant share 0.5 (cpu)
     mem_heavy.allocated.update(res(cpu="1", memory="40Gi"))       # dominant share 0.4 (memory)
     drf = Drf({}, None)
-    assert drf.atoll_queue_order(mem_heavy, state) < drf.atoll_queue_order(cpu_heavy, state)
+    assert drf.atoll_queue_order(mem_heavy, state, None) < drf.atoll_queue_order(cpu_heavy, state, None)
     only_cpu = Drf({"resources": ["cpu"]}, None)
     assert only_cpu.share(mem_heavy, state) == 0.01
 
@@ -59,11 +59,11 @@ def test_drf_compares_siblings_level_by_level() -> None:
     state._charge("a1", res(cpu="30"), +1)       # org-a 0.30, a1 0.30, a2 0
     state._charge("b1", res(cpu="20"), +1)       # org-b 0.20, b1 0.20
     drf = Drf({}, None)
-    keys = {name: drf.atoll_queue_order(state.queues[name], state) for name in ("a1", "a2", "b1")}
+    keys = {name: drf.atoll_queue_order(state.queues[name], state, None) for name in ("a1", "a2", "b1")}
     # b1's org is the least served, though a2 itself holds nothing
     assert sorted(keys, key=keys.__getitem__) == ["b1", "a2", "a1"]
     flat = Drf({"hierarchical": False}, None)
-    flat_keys = {name: flat.atoll_queue_order(state.queues[name], state) for name in ("a1", "a2", "b1")}
+    flat_keys = {name: flat.atoll_queue_order(state.queues[name], state, None) for name in ("a1", "a2", "b1")}
     assert sorted(flat_keys, key=flat_keys.__getitem__) == ["a2", "b1", "a1"]
 
 

@@ -264,7 +264,7 @@ def test_drf_order_matches_the_definition(tree: tuple[dict[str, int], list[Queue
         state.upsert_queue(q)
         q.allocated = allocated
     drf = Drf({}, None)
-    keyed = sorted(queues, key=lambda q: (drf.atoll_queue_order(q, state), q.name))
+    keyed = sorted(queues, key=lambda q: (drf.atoll_queue_order(q, state, None), q.name))
     assert [q.name for q in keyed] == reference_order(queues, total)
 
 
