@@ -15,7 +15,8 @@ so the pipeline runs O(keys) times, not O(backlog). ``Engine(exhaustive=True)`` 
 any policy with a plugin that declares no ``verdict_key``) examines job by job.
 
 What adapters report about a job between cycles (submit, started, finished, fail, ...) is the job lifecycle,
-``engine.core.lifecycle``, a mixin of ``Engine``.
+``engine.core.lifecycle``; how refusals are recorded, parked and indexed is ``engine.core.pending``: both
+mixins of ``Engine``.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ from sortedcontainers import SortedList
 
 from engine.core.nomination import Preemptions
 from engine.core.lifecycle import JobLifecycle
-from engine.core.backlog import Backlog, Entry, Group, ListSource, QueueWalk, Source, WalkSource
+from engine.core.pending import PendingBooks
+from engine.core.backlog import Backlog, ListSource, QueueWalk, Source, WalkSource
 from engine.core.state import FleetState
-from engine.core.wake import Reads, engine_reads, parkable
+from engine.core.wake import Reads
 from engine.model import Admission, Cluster, CycleResult, Job, JobState, Placement, Queue, Refusal
 from engine.pipeline import Pipeline, join_keys
 from engine.resources import fits, format_resources
@@ -39,7 +41,7 @@ from engine.resources import fits, format_resources
 _IndexEntry = tuple[tuple, int, str]
 
 
-class Engine(JobLifecycle):
+class Engine(JobLifecycle, PendingBooks):
     """Owns a FleetState and a Pipeline; adapters call its methods and carry out CycleResults."""
 
     def __init__(self, pipeline: Pipeline, state: Optional[FleetState] = None, exhaustive: bool = False) -> None:
@@ -341,118 +343,6 @@ class Engine(JobLifecycle):
         if decided is not None:
             return decided
         return default_placement(job, candidates, state)
-
-    def _block(self, job: Job, refusal: Refusal, result: CycleResult) -> None:
-        job.blocked_epoch = self.state.capacity_epoch
-        if refusal.reason != job.pending_reason:
-            job.pending_reason = refusal.reason
-            result.reasons[job.id] = refusal.reason
-            group = self._backlog.group(job.id) if self._keyed else None
-            if group is not None and group.reason != refusal.reason:
-                group.reason = refusal.reason if len(group.entries) == 1 else None
-        if refusal.retry_at is not None:
-            heapq.heappush(self._timers, (refusal.retry_at, job.id))
-
-    def _block_range(self, group: Group, refusal: Refusal, since: Entry, upto: Optional[Entry]) -> None:
-        """``refusal`` for the jobs of ``group`` from ``since`` to ``upto`` (None: its last), as if each had
-        been examined: O(1) when they all show that reason already."""
-        text = refusal.reason
-        if group.reason == text:
-            return
-        entries = group.entries
-        if not entries:
-            return
-        jobs, reasons, epoch = self.state.jobs, self._result.reasons, self.state.capacity_epoch
-        for _, _, job_id in entries.irange(since, upto):
-            job = jobs[job_id]
-            job.blocked_epoch = epoch
-            if job.pending_reason != text:
-                job.pending_reason = text
-                reasons[job_id] = text
-        group.reason = text if upto is None and since <= entries[0] else None
-
-    def _park(self, group: Group, job: Job, shared: Optional[Refusal]) -> None:
-        """After an examination: a shared refusal that no state change but one of its reads can lift is
-        parked with their values (engine.core.wake); anything else unparks the group."""
-        search: Optional[tuple[Hashable, ...]] = ()
-        if shared is not None and shared.capacity and self.pipeline.has_preempt:
-            search = self._preempt.wake_reads(job)        # with its parked victim search (engine.core.searchwake)
-        if shared is None or search is None or not parkable(job, shared, self.state):
-            group.parked = None
-            return
-        declared = self.pipeline.verdict_reads(job, self.state)      # asked at each parking: may follow the state
-        if declared is None:
-            group.parked = None
-            return
-        group.parked = (self._reads.signature(engine_reads(job) + declared + search), shared)
-
-    def _still_parked(self, group: Group, job: Job) -> Optional[Refusal]:
-        """The group's parked refusal when ``job`` (one of its jobs) would get it now without asking."""
-        parked = group.parked
-        if parked is None or job.nominated is not None or job.not_before > self.state.now:
-            return None
-        if not self._reads.holds(parked[0]):
-            group.parked = None
-            return None
-        return parked[1]
-
-    def _shares(self, job: Job, refusal: Optional[Refusal], now: float) -> Optional[Refusal]:
-        """``refusal`` when every job of ``job``'s group would get it in the same state, else None."""
-        if refusal is None or refusal.retry_at is not None or job.not_before > now:
-            return None
-        group = self._backlog.group(job.id)
-        return refusal if group is not None and group.shared else None
-
-    # -- pending index ----------------------------------------------------------------
-    def _enqueue(self, job: Job) -> Optional[Refusal]:
-        job.demand, job.min_demand    # computed once on arrival (cached), not inside the next cycle
-        if self.state.any_node_shapes:
-            job.min_pods              # likewise the gang minimum's pods, for node-aware fit
-        refusal = self.pipeline.enqueue(job=job, state=self.state)
-        if refusal is not None:
-            job.state = JobState.REJECTED
-            job.pending_reason = refusal.reason
-            return refusal
-        job.sort_key = join_keys(self.pipeline.job_order(job=job, state=self.state))
-        self._pending.setdefault(job.queue, SortedList()).add((job.sort_key, job.seq, job.id))
-        if self._keyed:
-            self._backlog.add(job, self._verdict_key(job))
-        self._dirty.add(job.id)
-        if job.not_before > self.state.now:
-            heapq.heappush(self._timers, (job.not_before, job.id))
-        return None
-
-    def _verdict_key(self, job: Job) -> Optional[Hashable]:
-        """The engine's part (queue, exclusions, tasks) joined with the plugins' keys; None (a group of its
-        own) while the job backs off, since its refusal then names its own end time."""
-        if job.not_before > self.state.now:
-            return None
-        plugins = self.pipeline.verdict_key(job)
-        if plugins is None:
-            return None
-        return (job.queue, frozenset(job.excluded_clusters), job.shape, plugins)
-
-    def _unindex(self, job: Job) -> None:
-        entries = self._pending.get(job.queue)
-        if entries is not None:
-            entries.discard((job.sort_key, job.seq, job.id))
-        if self._keyed:
-            self._backlog.remove(job)
-
-    def _fire_timers(self, now: float) -> None:
-        while self._timers and self._timers[0][0] <= now:
-            _, job_id = heapq.heappop(self._timers)
-            self._dirty.add(job_id)
-            job = self.state.jobs.get(job_id)
-            if self._keyed and job is not None and job.state is JobState.PENDING and job.not_before <= now:
-                group = self._backlog.group(job_id)
-                if group is not None and not group.shared:      # its backoff ended: join its key's group
-                    self._backlog.remove(job)
-                    self._backlog.add(job, self._verdict_key(job))
-
-    def next_timer(self) -> Optional[float]:
-        """When the next retry or backoff ends (for adapters that sleep between cycles)."""
-        return self._timers[0][0] if self._timers else None
 
     # -- visibility --------------------------------------------------------------------
     def pending_count(self, queue: Optional[str] = None) -> int:
