@@ -72,28 +72,31 @@ class NodeView:
     def fits_tasks(self, cluster: str, pods: Sequence[tuple[PerPod, int]]) -> bool:
         """Whether all these pods ((per-pod request, count) pairs, e.g. ``job.min_pods``) fit the
         cluster at once: in its free totals, and packed first-fit on its virtual nodes when it has
-        node shapes (conservative: the nodes are the grades' lower edges)."""
-        free = self.free(cluster)
-        need: Resources = {}
-        for per_pod, count in pods:
-            for name, amount in pairs(per_pod):
-                need[name] = need.get(name, 0) + amount * count
-        for name, amount in need.items():
-            if amount > free.get(name, 0):
-                return False
-        shapes = self.nodes(cluster)
-        if shapes is None:
-            return True
-        memo = self._fit_memo.setdefault(cluster, {})
+        node shapes (conservative: the nodes are the grades' lower edges).
+
+        The answer is memoised per cluster until its free totals or node view change (FleetState
+        drops ``_fit_memo[cluster]`` whenever either does): a cycle asks the same few gang minima of
+        the same clusters thousands of times between two admissions."""
+        memo = self._fit_memo.get(cluster)
+        if memo is None:
+            memo = self._fit_memo[cluster] = {}
         try:
             known = memo.get(pods)
         except TypeError:                 # unhashable (a list of dicts): no memo
-            return fits(shapes, pods)
+            return self._fits_tasks(cluster, pods)
         if known is None:
             if len(memo) > 4096:
                 memo.clear()
-            known = memo[pods] = fits(shapes, pods)
+            known = memo[pods] = self._fits_tasks(cluster, pods)
         return known
+
+    def _fits_tasks(self, cluster: str, pods: Sequence[tuple[PerPod, int]]) -> bool:
+        free = self.free(cluster)
+        for name, amount in _summed(pods):
+            if amount > free.get(name, 0):
+                return False
+        shapes = self.nodes(cluster)
+        return shapes is None or fits(shapes, pods)
 
     def node_note(self, cluster: str) -> str:
         """What "fits" means for this cluster, for explain and the docs."""
@@ -114,7 +117,8 @@ class NodeView:
         if not self._shaped:
             return self.clusters_fitting(need, clusters)
         fit = self._fits.fitting(("pods", pods), self.clusters, self.free, self.clusters.__contains__,
-                                 lambda name: self.fits_tasks(name, pods))
+                                 lambda name: self.fits_tasks(name, pods),
+                                 len(pods) == 1)     # one pod shape: monotone (FitIndex)
         return [c for c in clusters if c.name in fit]
 
     def fits_somewhere(self, need: Resources, pods: Pods) -> bool:
@@ -123,9 +127,36 @@ class NodeView:
         if not self._shaped:
             return bool(self.clusters_fitting(need, self.ready_clusters()))
         fit = self._fits.fitting(("pods", pods), self.clusters, self.free, self.clusters.__contains__,
-                                 lambda name: self.fits_tasks(name, pods))
+                                 lambda name: self.fits_tasks(name, pods),
+                                 len(pods) == 1)     # one pod shape: monotone (FitIndex)
         clusters = self.clusters
         return any(clusters[name].ready for name in fit)
+
+
+def _summed(pods: Sequence[tuple[PerPod, int]]) -> tuple[tuple[str, int], ...]:
+    """The summed request of ``pods`` (per resource, amounts > 0 included as given), memoised by
+    ``pods`` when hashable (``Job.pods`` / ``min_pods`` are tuples shared by a job's checks)."""
+    try:
+        known = _SUMS.get(pods)
+    except TypeError:
+        known = None
+        hashable = False
+    else:
+        hashable = True
+    if known is None:
+        need: dict[str, int] = {}
+        for per_pod, count in pods:
+            for name, amount in pairs(per_pod):
+                need[name] = need.get(name, 0) + amount * count
+        known = tuple(need.items())
+        if hashable:
+            if len(_SUMS) > 8192:
+                _SUMS.clear()
+            _SUMS[pods] = known   
+    return known
+
+
+_SUMS: dict[Sequence[tuple[PerPod, int]], tuple[tuple[str, int], ...]] = {}
 
 
 def _freed(shapes: NodeShapes, pods: Sequence[tuple[PerPod, int]]) -> NodeShapes:
