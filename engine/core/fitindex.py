@@ -27,6 +27,8 @@ class FitIndex:
         self._log: list[str] = []                              # clusters whose free capacity changed, in order
         self._shrunk: list[bool] = []                          # per log entry: that change only took capacity
         self._sets: dict[Request, tuple[int, set[str]]] = {}   # request -> (log length seen, where it fits)
+        # request -> (log length seen, how many fit per cluster, the most on a ready cluster)
+        self._counts: dict[Request, tuple[int, dict[str, int], int]] = {}
         self._log_limit = log_limit
         self._request_limit = request_limit
 
@@ -42,6 +44,7 @@ class FitIndex:
         self._log.clear()
         self._shrunk.clear()
         self._sets.clear()
+        self._counts.clear()
 
     def fitting(self, request: Request, clusters: Iterable[str], free_of: Callable[[str], Mapping[str, int]],
                 exists: Callable[[str], bool], test: Optional[Callable[[str], bool]] = None,
@@ -74,6 +77,34 @@ class FitIndex:
                     fit.discard(name)
         self._sets[request] = (len(log), fit)
         return fit
+
+    def counts(self, request: Request, clusters: Iterable[str], count: Callable[[str], int],
+               exists: Callable[[str], bool], ready: Callable[[str], bool]) -> tuple[dict[str, int], int]:
+        """Per cluster (of ``clusters``, every cluster the state knows), ``count(name)`` now -- how many
+        pods of one shape it holds (``FleetState.replicas_fit``) -- and the most on a ready cluster:
+        "does a gang of n such pods fit somewhere" is then one comparison, for every n. Kept like
+        ``fitting``: only clusters changed since are counted again, except that a count of 0 stays 0
+        while the cluster only shrinks. The returned dict is the index's own."""
+        entry = self._counts.get(request)
+        log = self._log
+        if entry is not None and entry[0] == len(log):
+            return entry[1], entry[2]
+        if entry is None:
+            if len(self._counts) >= self._request_limit:
+                self.reset()
+            got = {name: count(name) for name in clusters}
+        else:
+            seen, got, _ = entry
+            shrunk = self._shrunk
+            grew = {log[i] for i in range(seen, len(log)) if not shrunk[i]}
+            for name in set(log[seen:]):
+                if not exists(name):
+                    got.pop(name, None)
+                elif got.get(name, 1) or name in grew:
+                    got[name] = count(name)
+        most = max((n for name, n in got.items() if ready(name)), default=0)
+        self._counts[request] = (len(log), got, most)
+        return got, most
 
 
 def _fits(request: Any, free: Mapping[str, int]) -> bool:

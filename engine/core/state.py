@@ -49,7 +49,7 @@ class FleetState(NodeView):
         self._dry_runs = 0
         self._nodes: dict[str, Optional[NodeShapes]] = {}   # cluster -> reported shapes minus in-flight pods
         self._shaped: set[str] = set()                      # clusters that report node shapes
-        self._fit_memo: dict[str, dict[object, bool]] = {}  # cluster -> pods -> fits its node view now
+        self._fit_memo: dict[str, dict[object, int]] = {}   # cluster -> pods -> fits now; pod -> replicas_fit
         self._gone: dict[str, dict[str, int]] = {}          # dry run: cluster -> job id supposed gone -> times
 
     # -- capacity views ----------------------------------------------------------
