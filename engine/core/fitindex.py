@@ -6,6 +6,13 @@ the free capacity of one or two clusters only. FleetState reports every cluster 
 capacity may have changed (``changed``); a request's set is brought up to date by re-checking
 just the clusters reported since it was last used. A big backlog has a few hundred distinct
 request shapes, so the sets are shared by thousands of jobs.
+
+A change is marked *shrunk* when the cluster's free capacity (totals and node view) can only have
+gone down (an admission booked on it). For a *monotone* request -- one that fits no less when the
+cluster has more -- a cluster that did not hold it and has only shrunk since still does not: it is
+not tested again. Fitting the totals is monotone, and so is a node-aware test of identical pods
+(the sum over nodes of what each holds); first-fit packing of several pod shapes is not (packing
+anomalies), so such tests say ``monotone=False``.
 """
 
 from __future__ import annotations
@@ -18,25 +25,34 @@ Request = Hashable      # (resource, amount > 0) pairs, or any key with its own 
 class FitIndex:
     def __init__(self, log_limit: int = 4096, request_limit: int = 2048) -> None:
         self._log: list[str] = []                              # clusters whose free capacity changed, in order
+        self._shrunk: list[bool] = []                          # per log entry: that change only took capacity
         self._sets: dict[Request, tuple[int, set[str]]] = {}   # request -> (log length seen, where it fits)
+        # request -> (log length seen, how many fit per cluster, the most on a ready cluster)
+        self._counts: dict[Request, tuple[int, dict[str, int], int]] = {}
         self._log_limit = log_limit
         self._request_limit = request_limit
 
-    def changed(self, cluster: str) -> None:
-        """``cluster``'s free capacity changed, or it was added or removed."""
+    def changed(self, cluster: str, shrunk: bool = False) -> None:
+        """``cluster``'s free capacity changed, or it was added or removed. ``shrunk``: it can only have
+        gone down, totals and node view alike (see the module docstring)."""
         self._log.append(cluster)
+        self._shrunk.append(shrunk)
         if len(self._log) > self._log_limit:
             self.reset()
 
     def reset(self) -> None:
         self._log.clear()
+        self._shrunk.clear()
         self._sets.clear()
+        self._counts.clear()
 
     def fitting(self, request: Request, clusters: Iterable[str], free_of: Callable[[str], Mapping[str, int]],
-                exists: Callable[[str], bool], test: Optional[Callable[[str], bool]] = None) -> set[str]:
+                exists: Callable[[str], bool], test: Optional[Callable[[str], bool]] = None,
+                monotone: bool = True) -> set[str]:
         """Names of the clusters (of ``clusters``, every cluster the state knows) where ``request`` fits
         now: its pairs fit ``free_of(name)``, or ``test(name)`` when given (node-aware checks, whose
-        key must then name everything the test reads). The returned set is the index's own."""
+        key must then name everything the test reads; ``monotone``: whether the test can only turn
+        false when a cluster shrinks). The returned set is the index's own."""
         entry = self._sets.get(request)
         log = self._log
         if entry is not None and entry[0] == len(log):
@@ -49,13 +65,46 @@ class FitIndex:
             fit = {name for name in clusters if test(name)}
         else:
             seen, fit = entry
-            for name in set(log[seen:]):
+            names = set(log[seen:])
+            if monotone:        # a cluster that held it not and only shrank since holds it not
+                shrunk = self._shrunk
+                grew = {log[i] for i in range(seen, len(log)) if not shrunk[i]}
+                names = {name for name in names if name in fit or name in grew}
+            for name in names:
                 if exists(name) and test(name):
                     fit.add(name)
                 else:
                     fit.discard(name)
         self._sets[request] = (len(log), fit)
         return fit
+
+    def counts(self, request: Request, clusters: Iterable[str], count: Callable[[str], int],
+               exists: Callable[[str], bool], ready: Callable[[str], bool]) -> tuple[dict[str, int], int]:
+        """Per cluster (of ``clusters``, every cluster the state knows), ``count(name)`` now -- how many
+        pods of one shape it holds (``FleetState.replicas_fit``) -- and the most on a ready cluster:
+        "does a gang of n such pods fit somewhere" is then one comparison, for every n. Kept like
+        ``fitting``: only clusters changed since are counted again, except that a count of 0 stays 0
+        while the cluster only shrinks. The returned dict is the index's own."""
+        entry = self._counts.get(request)
+        log = self._log
+        if entry is not None and entry[0] == len(log):
+            return entry[1], entry[2]
+        if entry is None:
+            if len(self._counts) >= self._request_limit:
+                self.reset()
+            got = {name: count(name) for name in clusters}
+        else:
+            seen, got, _ = entry
+            shrunk = self._shrunk
+            grew = {log[i] for i in range(seen, len(log)) if not shrunk[i]}
+            for name in set(log[seen:]):
+                if not exists(name):
+                    got.pop(name, None)
+                elif got.get(name, 1) or name in grew:
+                    got[name] = count(name)
+        most = max((n for name, n in got.items() if ready(name)), default=0)
+        self._counts[request] = (len(log), got, most)
+        return got, most
 
 
 def _fits(request: Any, free: Mapping[str, int]) -> bool:

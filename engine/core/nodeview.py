@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Callable, Optional, Sequence
 
 from engine.core.fitindex import FitIndex
-from engine.core.nodefit import UNBOUNDED, NodeShapes, PerPod, fits, max_replicas, pairs, reserve, vector
+from engine.core.nodefit import UNBOUNDED, NodeShapes, PerPod, Vector, fits, max_replicas, pairs, reserve, vector
 from engine.model import Cluster, Job, Pods
 from engine.resources import Resources
 
@@ -23,7 +23,7 @@ class NodeView:
     _inflight: dict[str, dict[str, tuple[Resources, Optional[float]]]]
     _nodes: dict[str, Optional[NodeShapes]]
     _shaped: set[str]
-    _fit_memo: dict[str, dict[object, bool]]
+    _fit_memo: dict[str, dict[object, int]]
     _gone: dict[str, dict[str, int]]
     _fits: FitIndex
     free: Callable[[str], Resources]
@@ -58,7 +58,21 @@ class NodeView:
 
     def replicas_fit(self, cluster: str, per_pod: PerPod) -> int:
         """How many pods of this shape the cluster can host now: its free totals, and its virtual nodes
-        when it reports node shapes (each pod on one node). ``nodefit.UNBOUNDED`` for an empty request."""
+        when it reports node shapes (each pod on one node). ``nodefit.UNBOUNDED`` for an empty request.
+        Memoised per cluster like ``fits_tasks`` (for a request in its canonical tuple form)."""
+        if not per_pod or not isinstance(per_pod, tuple):
+            return self._replicas_fit(cluster, per_pod)
+        memo = self._fit_memo.get(cluster)
+        if memo is None:
+            memo = self._fit_memo[cluster] = {}
+        known = memo.get(per_pod)       # a vector never equals a pods key: ((str, int), ...) vs ((vector, int), ...)
+        if known is None:
+            if len(memo) > 4096:
+                memo.clear()
+            known = memo[per_pod] = self._replicas_fit(cluster, per_pod)
+        return known
+
+    def _replicas_fit(self, cluster: str, per_pod: PerPod) -> int:
         free = self.free(cluster)
         best = UNBOUNDED
         for name, amount in pairs(per_pod):
@@ -72,28 +86,36 @@ class NodeView:
     def fits_tasks(self, cluster: str, pods: Sequence[tuple[PerPod, int]]) -> bool:
         """Whether all these pods ((per-pod request, count) pairs, e.g. ``job.min_pods``) fit the
         cluster at once: in its free totals, and packed first-fit on its virtual nodes when it has
-        node shapes (conservative: the nodes are the grades' lower edges)."""
-        free = self.free(cluster)
-        need: Resources = {}
-        for per_pod, count in pods:
-            for name, amount in pairs(per_pod):
-                need[name] = need.get(name, 0) + amount * count
-        for name, amount in need.items():
-            if amount > free.get(name, 0):
-                return False
-        shapes = self.nodes(cluster)
-        if shapes is None:
-            return True
-        memo = self._fit_memo.setdefault(cluster, {})
+        node shapes (conservative: the nodes are the grades' lower edges).
+
+        The answer is memoised per cluster until its free totals or node view change (FleetState
+        drops ``_fit_memo[cluster]`` whenever either does): a cycle asks the same few gang minima of
+        the same clusters thousands of times between two admissions. One pod shape is answered by
+        ``replicas_fit`` (``count`` pods fit iff ``count`` <= how many fit: totals and the sum over
+        nodes of what each holds), so gangs of any size of one pod shape share one computation."""
+        single = _single(pods)
+        if single is not None:
+            return self.replicas_fit(cluster, single[0]) >= single[1]
+        memo = self._fit_memo.get(cluster)
+        if memo is None:
+            memo = self._fit_memo[cluster] = {}
         try:
             known = memo.get(pods)
         except TypeError:                 # unhashable (a list of dicts): no memo
-            return fits(shapes, pods)
+            return self._fits_tasks(cluster, pods)
         if known is None:
             if len(memo) > 4096:
                 memo.clear()
-            known = memo[pods] = fits(shapes, pods)
-        return known
+            known = memo[pods] = self._fits_tasks(cluster, pods)
+        return known > 0
+
+    def _fits_tasks(self, cluster: str, pods: Sequence[tuple[PerPod, int]]) -> bool:
+        free = self.free(cluster)
+        for name, amount in _summed(pods):
+            if amount > free.get(name, 0):
+                return False
+        shapes = self.nodes(cluster)
+        return shapes is None or fits(shapes, pods)
 
     def node_note(self, cluster: str) -> str:
         """What "fits" means for this cluster, for explain and the docs."""
@@ -113,8 +135,12 @@ class NodeView:
         where clusters report node shapes, else the same as ``clusters_fitting(need)``."""
         if not self._shaped:
             return self.clusters_fitting(need, clusters)
+        single = _single(pods)
+        if single is not None:
+            counts, _ = self._replica_counts(single[0])
+            return [c for c in clusters if counts.get(c.name, 0) >= single[1]]
         fit = self._fits.fitting(("pods", pods), self.clusters, self.free, self.clusters.__contains__,
-                                 lambda name: self.fits_tasks(name, pods))
+                                 lambda name: self.fits_tasks(name, pods), False)   # packing: not monotone
         return [c for c in clusters if c.name in fit]
 
     def fits_somewhere(self, need: Resources, pods: Pods) -> bool:
@@ -122,10 +148,56 @@ class NodeView:
         over the ready clusters without building the list (admit-time checks)."""
         if not self._shaped:
             return bool(self.clusters_fitting(need, self.ready_clusters()))
+        single = _single(pods)
+        if single is not None:
+            return self._replica_counts(single[0])[1] >= single[1]
         fit = self._fits.fitting(("pods", pods), self.clusters, self.free, self.clusters.__contains__,
-                                 lambda name: self.fits_tasks(name, pods))
+                                 lambda name: self.fits_tasks(name, pods), False)   # packing: not monotone
         clusters = self.clusters
         return any(clusters[name].ready for name in fit)
+
+    def _replica_counts(self, per_pod: Vector) -> tuple[dict[str, int], int]:
+        """``replicas_fit`` of ``per_pod`` on every cluster, and the most on a ready one (FitIndex.counts)."""
+        clusters = self.clusters
+        return self._fits.counts(("replicas", per_pod), clusters, lambda name: self.replicas_fit(name, per_pod),
+                                 clusters.__contains__, lambda name: clusters[name].ready)
+
+
+def _single(pods: Sequence[tuple[PerPod, int]]) -> Optional[tuple[Vector, int]]:
+    """``pods`` as (request, count) when it is one pod shape in canonical tuple form with count >= 1
+    and a non-empty request (``Job.pods``/``min_pods`` of a one-task job), else None."""
+    if len(pods) != 1:
+        return None
+    per_pod, count = pods[0]
+    if count >= 1 and per_pod and isinstance(per_pod, tuple):
+        return per_pod, count
+    return None
+
+
+def _summed(pods: Sequence[tuple[PerPod, int]]) -> tuple[tuple[str, int], ...]:
+    """The summed request of ``pods`` (per resource, amounts > 0 included as given), memoised by
+    ``pods`` when hashable (``Job.pods`` / ``min_pods`` are tuples shared by a job's checks)."""
+    try:
+        known = _SUMS.get(pods)
+    except TypeError:
+        known = None
+        hashable = False
+    else:
+        hashable = True
+    if known is None:
+        need: dict[str, int] = {}
+        for per_pod, count in pods:
+            for name, amount in pairs(per_pod):
+                need[name] = need.get(name, 0) + amount * count
+        known = tuple(need.items())
+        if hashable:
+            if len(_SUMS) > 8192:
+                _SUMS.clear()
+            _SUMS[pods] = known   
+    return known
+
+
+_SUMS: dict[Sequence[tuple[PerPod, int]], tuple[tuple[str, int], ...]] = {}
 
 
 def _freed(shapes: NodeShapes, pods: Sequence[tuple[PerPod, int]]) -> NodeShapes:

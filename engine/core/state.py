@@ -50,7 +50,7 @@ class FleetState(NodeView):
         self._dry_runs = 0
         self._nodes: dict[str, Optional[NodeShapes]] = {}   # cluster -> reported shapes minus in-flight pods
         self._shaped: set[str] = set()                      # clusters that report node shapes
-        self._fit_memo: dict[str, dict[object, bool]] = {}  # cluster -> pods -> fits its node view now
+        self._fit_memo: dict[str, dict[object, int]] = {}   # cluster -> pods -> fits now; pod -> replicas_fit
         self._gone: dict[str, dict[str, int]] = {}          # dry run: cluster -> job id supposed gone -> times
 
     # -- capacity views ----------------------------------------------------------
@@ -167,12 +167,13 @@ class FleetState(NodeView):
         self._max_free = None
         self._ready = None
 
-    def _usage_changed(self, cluster: str) -> None:
-        """Only the engine's own bookings on a cluster changed: update derived views incrementally."""
+    def _usage_changed(self, cluster: str, shrunk: bool = False) -> None:
+        """Only the engine's own bookings on a cluster changed: update derived views incrementally.
+        ``shrunk``: only taken, totals and node view alike (``FitIndex.changed``)."""
         self.changes += 1
         old = self._free.pop(cluster, None)
         self._fit_memo.pop(cluster, None)
-        self._fits.changed(cluster)
+        self._fits.changed(cluster, shrunk)
         c = self.clusters.get(cluster)
         if old is None or c is None or not c.ready:
             self._fleet_free = self._max_free = None
@@ -255,7 +256,8 @@ class FleetState(NodeView):
                 self._inflight[cluster][job.id] = (reserved, None)
                 add_into(self._reserved.setdefault(cluster, {}), reserved)
                 view = self._nodes.get(cluster)
-                self._usage_changed(cluster)
+                # a first booking on a cached view (or a cluster without one) only takes capacity
+                self._usage_changed(cluster, previous is None and (view is not None or cluster not in self._shaped))
                 if previous is not None or view is None:
                     self._nodes.pop(cluster, None)
                 else:   # book just this job's pods on the cached view, not every in-flight job again
