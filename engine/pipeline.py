@@ -76,6 +76,18 @@ def _direct(hook: pluggy.HookCaller) -> Callable[..., Any]:
     return collect
 
 
+def _joined_reads(readers: Sequence[Callable[[Any, Any], Optional[Sequence[Any]]]], job: Any,
+                  state: Any) -> Optional[tuple[Any, ...]]:
+    """The reads of every reader joined in order, or None as soon as one declares nothing (None)."""
+    reads: list[Any] = []
+    for reads_of in readers:
+        part = reads_of(job, state)
+        if part is None:
+            return None
+        reads.extend(part)
+    return tuple(reads)
+
+
 def _positional(hook: pluggy.HookCaller, empty: Any) -> Callable[..., Any]:
     """Like ``_caller`` but called with the spec's arguments by position, in the spec's order: the
     admit hook runs once per examined job (~100,000 times in a large first cycle), and building
@@ -195,24 +207,12 @@ class Pipeline:
     def verdict_reads(self, job: Any, state: Any) -> Optional[tuple[Any, ...]]:
         """The joined ``Plugin.verdict_reads`` of every admit/place plugin, or None when one of them
         declares nothing for this job in this state (its key is then never parked)."""
-        reads: list[Any] = []
-        for reads_of in self._readers:
-            part = reads_of(job, state)
-            if part is None:
-                return None
-            reads.extend(part)
-        return tuple(reads)
+        return _joined_reads(self._readers, job, state)
 
     def preempt_reads(self, job: Any, state: Any) -> Optional[tuple[Any, ...]]:
         """The joined ``Plugin.verdict_reads`` of every preempt plugin (what its rule and protections read
         besides the running jobs), or None when one declares nothing (its searches are never parked)."""
-        reads: list[Any] = []
-        for reads_of in self._preempt_readers:
-            part = reads_of(job, state)
-            if part is None:
-                return None
-            reads.extend(part)
-        return tuple(reads)
+        return _joined_reads(self._preempt_readers, job, state)
 
     def describe(self) -> dict[str, list[str]]:
         return {stage: [p.name for p in plugins] for stage, plugins in self.stages.items()}

@@ -36,6 +36,19 @@ from engine.sim.report import build_report
 from engine.sim.scenario import load_scenario
 
 
+def first_fit(free: Sequence[Resources], requests: Sequence[Resources]) -> bool:
+    """Whether ``requests`` fit on copies of the nodes ``free``, each on the first node with room."""
+    nodes = [dict(f) for f in free]
+    for request in requests:
+        for node in nodes:
+            if fits(request, node):
+                add_into(node, request, -1)
+                break
+        else:
+            return False
+    return True
+
+
 def oracle(sim: Simulation) -> None:
     """Make ``sim``'s engine check fits on the members' real nodes."""
     state = sim.engine.state
@@ -43,22 +56,13 @@ def oracle(sim: Simulation) -> None:
 
     def exact(cluster: str, pods: Sequence[tuple[PerPod, int]]) -> bool:
         member = sim.members[cluster]
-        free = [dict(f) for f in member.free]
         queue: list[Resources] = [p.request for mj in member.jobs.values() for p in mj.pods
                                   if p.node is None and not p.gone]
         for job_id in state.inflight(cluster):
             if job_id not in member.jobs and job_id in state.jobs:
                 queue += [dict(pairs(pp)) for pp, n in state.jobs[job_id].placed_pods(cluster) for _ in range(n)]
         queue += [dict(pairs(pp)) for pp, n in pods for _ in range(n)]
-        for request in queue:
-            request = {k: v for k, v in request.items() if k != PODS}
-            for node in free:
-                if fits(request, node):
-                    add_into(node, request, -1)
-                    break
-            else:
-                return False
-        return True
+        return first_fit(member.free, [{k: v for k, v in request.items() if k != PODS} for request in queue])
 
     def fits_tasks(cluster: str, pods: Sequence[tuple[PerPod, int]]) -> bool:
         return own_fits_tasks(cluster, pods) and exact(cluster, pods)
@@ -87,17 +91,6 @@ def why(sim: Simulation) -> dict[str, dict[str, int]]:
     """Run ``sim`` recording, per placement, how the member's real nodes stood (see the module doc)."""
     seen: dict[tuple[str, int], tuple[str, str]] = {}
     create = sim._create_pods
-
-    def first_fit(free: list[Resources], requests: list[Resources]) -> bool:
-        free = [dict(f) for f in free]
-        for request in requests:
-            for node in free:
-                if fits(request, node):
-                    add_into(node, request, -1)
-                    break
-            else:
-                return False
-        return True
 
     def recorded(job_id: str, placement: Any) -> None:
         tasks = {t.name: t for t in sim.engine.state.jobs[job_id].tasks}

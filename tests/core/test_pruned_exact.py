@@ -134,11 +134,9 @@ class Pair:
         return sorted(j.id for j in self.pruned.state.jobs.values() if j.state.holds_resources)
 
 
-@pytest.mark.parametrize("policy", POLICIES, ids=lambda p: p.stem)
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(data=st.data())
-def test_pruned_decides_exactly_as_exhaustive(policy: Path, data: Any) -> None:
-    pair = Pair(policy, lookback=data.draw(st.sampled_from((0, 0, 2, 5)), label="lookback"))
+def populate(pair: "Pair", data: Any) -> tuple[list[Cluster], list[Queue], list[str]]:
+    """Draw clusters and queues and give each engine of ``pair`` its own copies; also the queue names jobs may
+    use."""
     fleet = data.draw(clusters())
     qs = data.draw(queues())
     for c in fleet:
@@ -148,6 +146,15 @@ def test_pruned_decides_exactly_as_exhaustive(policy: Path, data: Any) -> None:
                                                      open=q.open, capability=q.capability and dict(q.capability),
                                                      guarantee=dict(q.guarantee)),))
     names = [q.name for q in qs if q.name != "root"]
+    return fleet, qs, names
+
+
+@pytest.mark.parametrize("policy", POLICIES, ids=lambda p: p.stem)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_pruned_decides_exactly_as_exhaustive(policy: Path, data: Any) -> None:
+    pair = Pair(policy, lookback=data.draw(st.sampled_from((0, 0, 2, 5)), label="lookback"))
+    fleet, qs, names = populate(pair, data)
     submitted = 0
     for _ in range(data.draw(st.integers(3, 16))):
         op = data.draw(st.sampled_from(("submit", "submit", "cycle", "finish", "finish", "finish", "fail", "cluster",

@@ -14,7 +14,7 @@ from engine.core.scheduler import Engine
 from engine.model import Cluster, Job, JobState, Queue, Task
 from engine.policy import load_policy
 from engine.resources import CPU, MEMORY
-from tests.core.test_pruned_exact import Pair, _cluster_copy, _copy, clusters, jobs, queues
+from tests.core.test_pruned_exact import Pair, _copy, jobs, populate
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = ROOT / "policies" / "default.yaml"
@@ -51,15 +51,7 @@ def test_a_parked_search_never_misses_a_wake_up(data: Any) -> None:
     every change, each parked search is still what a new search would find; and the decisions equal the
     exhaustive engine's (which never parks a search)."""
     pair = Pair(DEFAULT)
-    fleet = data.draw(clusters())
-    qs = data.draw(queues())
-    for c in fleet:
-        pair.both("upsert_cluster", lambda c=c: (_cluster_copy(c),))
-    for q in qs:
-        pair.both("upsert_queue", lambda q=q: (Queue(q.name, parent=q.parent, weight=q.weight, priority=q.priority,
-                                                     open=q.open, capability=q.capability and dict(q.capability),
-                                                     guarantee=dict(q.guarantee)),))
-    names = [q.name for q in qs if q.name != "root"]
+    fleet, qs, names = populate(pair, data)
     submitted = 0
     for _ in range(data.draw(st.integers(3, 14))):
         op = data.draw(st.sampled_from(("submit", "submit", "cycle", "finish", "evicted", "evicted", "queue")))
