@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Callable, Hashable, Optional
 
 from engine.core.preempt import ANY, PreemptRule, above_guarantee, RunningIndex, VictimSearch, booked
+from engine.core.searchroom import Room
 from engine.core.searchwake import CandidateLog, ParkedSearch, Watch, scopes
 from engine.core.state import FleetState
 from engine.core.wake import Reads
@@ -118,13 +119,19 @@ class Preemptions:
         def protected(preemptor: Job, victim: Job, rule: PreemptRule) -> Optional[str]:
             return protect(preemptor=preemptor, victim=victim, rule=rule, state=state, now=now)
 
-        search = VictimSearch(state, self.running, fit, protected, now, self._dry_runs)
+        search = VictimSearch(state, self.running, fit, protected, now, self._dry_runs,
+                              self.pipeline.fitting_clusters_only)
         found = search.run(job, rules)
         if found is None:
             if key is not None and search.hopeless and search.protected_until is None:
                 self._hopeless.add(key)
                 if self.park and not search.volatile:
                     self._park(job, key, rules, seen)
+            elif key is not None and self.park and search.protected_until is None and not search.volatile \
+                    and not search.tried and search.rooms:
+                # candidates met, no dry run: parked on the room it lacked too (engine.core.searchroom)
+                self._park(job, key, rules, seen, Room(job.min_demand, search.rooms, self.running, self._log, seen,
+                                                       search.one_cluster))
             return None, search.protected_until
         if not found.victims:          # it fits on what earlier evictions free beyond their claims: no victim
             return None, None          # of its own; the epoch moves when they are gone
@@ -144,7 +151,8 @@ class Preemptions:
         return Preemption(job.id, ids, rule.reason, now, rule.grace_period, rule.plugin), None
 
     # -- parked searches (engine.core.searchwake) ---------------------------------------------------
-    def _park(self, job: Job, key: Hashable, rules: Optional[list[PreemptRule]], seen: int) -> None:
+    def _park(self, job: Job, key: Hashable, rules: Optional[list[PreemptRule]], seen: int,
+              room: Optional[Room] = None) -> None:
         declared = self.pipeline.preempt_reads(job, self.state)
         if declared is None:
             return
@@ -160,7 +168,7 @@ class Preemptions:
                 if len(self._watches) >= 100_000:
                     self._watches.clear()
                 self._watches[shared] = watch
-        self._parked[key] = ParkedSearch(watch, self._reads.signature(reads))
+        self._parked[key] = ParkedSearch(watch, self._reads.signature(reads), room)
 
     def parked(self, job: Job, key: Optional[Hashable] = None) -> Optional[ParkedSearch]:
         """The parked search of ``job``'s preempt key while it still holds, else None."""
@@ -174,7 +182,8 @@ class Preemptions:
         if parked is None:
             return None
         assert self._reads is not None
-        if parked.holds() and self._reads.holds(parked.reads):
+        if parked.holds() and self._reads.holds(parked.reads) and \
+                (parked.room is None or parked.room.holds(self.state, self.running, job.min_demand)):
             return parked
         del self._parked[key]
         return None
@@ -188,7 +197,7 @@ class Preemptions:
         if not PARK_REFUSALS:
             return None
         parked = self.parked(job)
-        if parked is None:
+        if parked is None or parked.room is not None:     # a room is no read: examined at capacity changes
             return None
         return (("victims", parked.watch),) + tuple(read for read, _ in parked.reads)    # shared by scope
 

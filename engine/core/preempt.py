@@ -22,7 +22,12 @@ module applies the rules every policy shares:
   candidate any more, so two preemptors never claim the same victim.
 * **Bounded.** At most ``max_candidates`` candidates and ``max_dry_runs`` dry runs per rule; a
   dry run is tried when one cluster a candidate runs on could then hold the gang minimum
-  (per-cluster search, like Volcano's per-node one), and once over all candidates at the end.
+  (per-cluster search, like Volcano's per-node one), and once over all candidates at the end
+  (at most ``FLEET_WIDE_MAX``; for a job placed on one cluster only when one of the candidates'
+  clusters could hold its minimum with what evictions under way free beyond their claims).
+* **Waits for evictions under way.** A job that would fit in what earlier evictions free beyond
+  their preemptors' claims gets no victim of its own (asked in a dry run that found victims: a
+  search that finds none returns None either way).
 """
 
 from __future__ import annotations
@@ -43,6 +48,9 @@ if TYPE_CHECKING:
 
 ANY = math.inf
 """A rank bound that lets every job of a queue be a victim."""
+
+FLEET_WIDE_MAX = 256
+"""The dry run over all chosen candidates at the end of a rule's search is skipped above this many."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,7 @@ class RunningIndex:
         self._entries: dict[str, tuple[str, tuple[float, float, int, str]]] = {}
         self._fresh: list[tuple[str, tuple[float, float, int, str], int]] = []    # (queue, entry, preemptions)
         self._count = 0                       # entries in _by_queue
+        self.removed = 0                      # candidates that left _by_queue, ever (engine.core.searchroom)
         self._placed: dict[str, dict[str, Resources]] = {}     # job id -> cluster -> its placed demand
         self.log: Optional[CandidateLog] = None     # every candidate as it becomes one (engine.core.searchwake)
 
@@ -121,6 +130,7 @@ class RunningIndex:
             if entries is not None and entry in entries:      # a fresh entry is dropped by settle()
                 entries.remove(entry)
                 self._count -= 1
+                self.removed += 1
 
     def settle(self) -> None:
         """A new cycle: this cycle's admissions become candidates."""
@@ -174,8 +184,11 @@ class VictimSearch:
     """One preemption attempt for one job: ``run(rules)`` -> Found or None. See the module doc."""
 
     def __init__(self, state: FleetState, index: RunningIndex, fit: Fit, protect: Protect, now: float,
-                 budget: Optional[list[int]] = None) -> None:
+                 budget: Optional[list[int]] = None, one_cluster: bool = False) -> None:
         self.state = state
+        # the place stage places a job only where its gang minimum fits whole (Pipeline.fitting_clusters_only):
+        # the fleet-wide dry run can then only succeed where one cluster could hold the minimum
+        self.one_cluster = one_cluster
         self.budget = budget if budget is not None else [1 << 30]     # dry runs left this cycle (shared)
         self.exhausted = False
         self.hopeless = True           # no rule offered a single eligible candidate (and nothing is coming free)
@@ -186,19 +199,15 @@ class VictimSearch:
         self.dry_runs = 0
         self.visited = 0
         self.protected_until: Optional[float] = None     # earliest end of a min-runtime protection met
-        # the outcome read more than the candidates and the rules (engine.core.searchwake): a dry run, the
-        # max_candidates cut, a guarantee floor (ancestors' usage), or the budget
+        # the outcome read more than the candidates and the rules (engine.core.searchwake): the max_candidates
+        # cut, a guarantee floor (ancestors' usage), or the budget
         self.volatile = False
+        self.tried = False             # a dry run ran (its outcome read the whole fleet state)
+        # per rule searched without a dry run: (the rule, what its chosen candidates free per cluster, how many
+        # were chosen) (engine.core.searchroom)
+        self.rooms: list[tuple[PreemptRule, dict[str, Resources], int]] = []
 
     def run(self, job: Job, rules: list[PreemptRule]) -> Optional[Found]:
-        if rules and self.state.freeing(job.min_demand):
-            # it may fit in what evictions under way free beyond their preemptors' claims: then it needs
-            # no victim of its own, it waits for them (the capacity epoch moves when they are gone)
-            coming = self._try(job, [], rules[0])
-            self.volatile = True
-            if coming is not None or self.exhausted:
-                self.hopeless = False
-                return None
         for rule in rules:
             found = self._search(job, rule)
             if found is not None:
@@ -223,6 +232,7 @@ class VictimSearch:
     def _search(self, job: Job, rule: PreemptRule) -> Optional[Found]:
         streams = self._streams(rule)
         if not streams:
+            self.rooms.append((rule, {}, 0))
             return None
         state = self.state
         line = {job.queue, *(a.name for a in state.ancestors(job.queue))}
@@ -258,15 +268,22 @@ class VictimSearch:
                     continue
                 free = state.free(cluster)
                 more = freed[cluster]
-                if all(free.get(r, 0) + more.get(r, 0) >= v for r, v in need.items() if v > 0):
+                if all(free.get(r, 0) + more.get(r, 0) >= v for r, v in need.items() if v > 0) and \
+                        _covers(state.unclamped_free(cluster), more, need):
                     dry_runs += 1
                     found = self._try(job, on[cluster], rule)
                     if found is not None:
                         self.visited += visited
                         return found
         self.visited += visited
-        if chosen and dry_runs < rule.max_dry_runs and len(chosen) <= 256:
-            return self._try(job, chosen, rule)             # e.g. a split gang, or a fleet-wide quota
+        if chosen and dry_runs < rule.max_dry_runs and len(chosen) <= FLEET_WIDE_MAX and \
+                (not self.one_cluster or any(_covers(_with(state.unclamped_free(c), state.excess(c)), more, need)
+                                             for c, more in freed.items() if c in state.clusters)):
+            # e.g. a split gang, or a fleet-wide quota; or, for a job placed on one cluster, victims on one
+            # cluster plus what evictions under way free beyond their claims (a dry run counts that as free)
+            return self._try(job, chosen, rule)
+        if not dry_runs:
+            self.rooms.append((rule, freed, len(chosen)))
         return None
 
     def _eligible(self, job: Job, victim: Job, rule: PreemptRule) -> bool:
@@ -293,6 +310,8 @@ class VictimSearch:
             return None
         self.budget[0] -= 1
         self.dry_runs += 1
+        self.tried = True
+        coming_first = bool(victims) and state.freeing(job.min_demand)
         saved = state.dry_run_begin()
         gone = list(victims)
         try:
@@ -302,6 +321,16 @@ class VictimSearch:
             placement = self.fit(job)
             if placement is None:
                 return None
+            if coming_first:
+                # it may fit in what evictions under way free beyond their preemptors' claims: then it
+                # needs no victim of its own, it waits for them (the capacity epoch moves when they are gone)
+                for victim in victims:
+                    state.suppose_gone(victim, placed(victim), -1)
+                coming = self.fit(job)
+                for victim in victims:
+                    state.suppose_gone(victim, placed(victim))
+                if coming is not None:
+                    return Found((), coming, rule)
             for victim in reversed(victims):
                 state.suppose_gone(victim, placed(victim), -1)
                 gone.remove(victim)
@@ -317,6 +346,19 @@ class VictimSearch:
             for victim in gone:
                 state.suppose_gone(victim, self.index.placed(victim), -1)
             state.dry_run_end(saved)
+
+
+def _covers(free: Resources, more: Resources, need: Resources) -> bool:
+    """``need`` fits ``free`` (unclamped: an over-committed cluster's negative amounts count) plus ``more``."""
+    return all(free.get(r, 0) + more.get(r, 0) >= v for r, v in need.items() if v > 0)
+
+
+def _with(free: Resources, more: Resources) -> Resources:
+    if not more:
+        return free
+    out = dict(free)
+    add_into(out, more)
+    return out
 
 
 def _prefixed(first: int, entries: Iterator[tuple[float, float, int, str]]) -> Iterator[tuple]:

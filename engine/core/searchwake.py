@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 from engine.core.preempt import PreemptRule
 
 if TYPE_CHECKING:
+    from engine.core.searchroom import Room
     from engine.core.wake import Signature
 
 _TRIM = 1 << 16
@@ -99,7 +100,7 @@ class Watch:
                     position += 1
                     continue
             position += 1
-            if rules is None or any(_opens(rule, queue, rank, preemptions) for rule in rules):
+            if rules is None or any(opens(rule, queue, rank, preemptions) for rule in rules):
                 self.awake = True
                 return False
         self.seen = position
@@ -107,20 +108,22 @@ class Watch:
 
 
 class ParkedSearch:
-    """A hopeless search: its watch and the signature of its wake reads (engine.core.wake: the preempt
-    plugins' declared reads and evictions under way)."""
+    """A parked search: its watch and the signature of its wake reads (engine.core.wake: the preempt
+    plugins' declared reads and evictions under way); for one that met candidates, the room it lacked."""
 
-    __slots__ = ("watch", "reads")
+    __slots__ = ("watch", "reads", "room")
 
-    def __init__(self, watch: Watch, reads: "Signature") -> None:
+    def __init__(self, watch: Watch, reads: "Signature", room: Optional["Room"] = None) -> None:
         self.watch = watch
         self.reads = reads
+        self.room = room        # a search that met candidates: the room it lacked (engine.core.searchroom)
 
     def holds(self) -> bool:
-        return self.watch.holds()
+        # a room follows the candidate log itself (engine.core.searchroom.Room.holds)
+        return self.room is not None or self.watch.holds()
 
 
-def _opens(rule: PreemptRule, queue: str, rank: float, preemptions: int) -> bool:
+def opens(rule: PreemptRule, queue: str, rank: float, preemptions: int) -> bool:
     """A job of ``queue`` and ``rank``, preempted ``preemptions`` times, is a candidate ``rule`` may take
     (the engine's protection by count is the only one known without the job: it cannot change while the
     job stays indexed)."""

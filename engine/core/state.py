@@ -63,6 +63,12 @@ class FleetState(NodeView):
             cached = self._free[cluster] = clamp_nonnegative(free)
         return cached
 
+    def unclamped_free(self, cluster: str) -> Resources:
+        """``free`` before negative amounts are clamped to 0 (a cluster over-committed by in-flight
+        admissions or bookings shows how far): what a dry run adds freed capacity to. Not cached."""
+        c = self.clusters[cluster]
+        return sub(sub(sub(c.allocatable, c.allocated), c.allocating), self._reserved.get(cluster, {}))
+
     def ready_clusters(self) -> list[Cluster]:
         """Ready clusters in name order (cached; do not mutate the list)."""
         if self._ready is None:
@@ -338,6 +344,11 @@ class FleetState(NodeView):
     def dry_run_end(self, saved: int) -> None:
         self._credit_excess(-1)
         self.capacity_epoch = saved
+
+    def excess(self, cluster: str) -> Resources:
+        """What evictions under way free on ``cluster`` beyond their preemptors' claims (a dry run counts
+        it as free). Do not mutate."""
+        return self._excess.get(cluster, {})
 
     def freeing(self, need: Resources) -> bool:
         """Evictions under way free more than their preemptors claimed (see ``_excess``) on some ready

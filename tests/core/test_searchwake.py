@@ -6,15 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from unittest.mock import patch
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.core import preempt as preempt_module
 from engine.core.preempt import VictimSearch
 from engine.core.scheduler import Engine
 from engine.model import Cluster, Job, JobState, Queue, Task
 from engine.policy import load_policy
 from engine.resources import CPU, MEMORY
-from tests.core.test_pruned_exact import Pair, _copy, jobs, populate
+from tests.core.test_pruned_exact import Pair, _cluster_copy, _copy, jobs, populate
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = ROOT / "policies" / "default.yaml"
@@ -35,11 +38,16 @@ def _fresh_search_is_hopeless(engine: Engine) -> int:
         def protected(preemptor: Job, victim: Job, rule: Any) -> Any:
             return protect(preemptor=preemptor, victim=victim, rule=rule, state=state, now=state.now)
 
-        search = VictimSearch(state, preempt.running, engine._fit, protected, state.now, [1 << 30])
+        search = VictimSearch(state, preempt.running, engine._fit, protected, state.now, [1 << 30],
+                              engine.pipeline.fitting_clusters_only)
         found = search.run(job, rules) if rules and len(preempt.running) else None
-        assert found is None, f"{job.id}: parked as hopeless, but a search now finds {found}"
-        if rules and len(preempt.running):
-            assert search.hopeless, f"{job.id}: parked as hopeless, but a search now meets candidates"
+        assert found is None, f"{job.id}: parked, but a search now finds {found}"
+        if preempt.parked(job).room is None:      # type: ignore[union-attr]
+            if rules and len(preempt.running):
+                assert search.hopeless, f"{job.id}: parked as hopeless, but a search now meets candidates"
+        else:       # parked on the room it lacked (engine.core.searchroom): nothing else may differ either
+            assert search.protected_until is None and search.dry_runs == 0, \
+                f"{job.id}: parked on its room, but a search now runs {search.dry_runs} dry run(s)"
         checked += 1
     return checked
 
@@ -50,11 +58,25 @@ def test_a_parked_search_never_misses_a_wake_up(data: Any) -> None:
     """Random fleets under the default policy (priority preemption, reclaim): after every cycle and after
     every change, each parked search is still what a new search would find; and the decisions equal the
     exhaustive engine's (which never parks a search)."""
+    _never_misses(data)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_a_search_parked_on_its_room_never_misses_a_wake_up(data: Any) -> None:
+    """The same with the fleet-wide dry run skipped above one chosen candidate (instead of 256), so that
+    these small fleets park searches that met candidates on the room they lacked (engine.core.searchroom)."""
+    with patch.object(preempt_module, "FLEET_WIDE_MAX", 1):
+        _never_misses(data)
+
+
+def _never_misses(data: Any) -> None:
     pair = Pair(DEFAULT)
     fleet, qs, names = populate(pair, data)
     submitted = 0
     for _ in range(data.draw(st.integers(3, 14))):
-        op = data.draw(st.sampled_from(("submit", "submit", "cycle", "finish", "evicted", "evicted", "queue")))
+        op = data.draw(st.sampled_from(("submit", "submit", "cycle", "finish", "evicted", "evicted", "queue",
+                                        "cluster")))
         if op == "submit":
             batch = data.draw(jobs(names, submitted))
             submitted += len(batch)
@@ -66,6 +88,10 @@ def test_a_parked_search_never_misses_a_wake_up(data: Any) -> None:
         elif op == "evicted":
             for job in [j for j in pair.pruned.state.jobs.values() if j.state is JobState.EVICTING]:
                 pair.both("evicted", lambda job=job: (job.id, pair.now, pair.now))
+        elif op == "cluster":      # a status report: more or less free without any job leaving
+            c = data.draw(st.sampled_from(fleet))
+            used = {CPU: data.draw(st.sampled_from((0, 1000, 3000)))}
+            pair.both("upsert_cluster", lambda: (_cluster_copy(c, allocated=used, status_time=pair.now),))
         elif op == "queue":
             q = data.draw(st.sampled_from(qs))
             priority = data.draw(st.sampled_from((0, 5, 10)))
@@ -179,3 +205,97 @@ def test_a_queue_going_above_its_guarantee_wakes_reclaim_in_the_same_cycle(tmp_p
         result = engine.cycle(3.0)                           # v2 first (queue priority 10): v goes above 3 cpu
         outcomes.append(([a.job_id for a in result.admitted], [(p.preemptor, p.victims) for p in result.preemptions]))
     assert outcomes[0] == outcomes[1] == (["ns/v2"], [("ns/a1", ("ns/v1",))])
+
+
+def test_a_search_parked_on_its_room_wakes_when_a_cluster_could_hold_the_job() -> None:
+    """A priority-5 job needs 6 cpu in one pod; two 4-cpu clusters are full of 1-cpu priority-1 jobs. Its
+    search meets eight candidates, no cluster could hold it with all of them gone, and (with the fleet-wide
+    dry run off above one candidate) it runs no dry run: parked on the room it lacked. A finish changes
+    nothing; a cluster growing to 8 cpu wakes it and the preemption is found, as the exhaustive engine finds
+    it."""
+    outcomes = []
+    with patch.object(preempt_module, "FLEET_WIDE_MAX", 1):
+        for exhaustive in (False, True):
+            engine = Engine(load_policy(DEFAULT).pipeline, exhaustive=exhaustive)
+            for name in ("a", "b"):
+                engine.upsert_cluster(Cluster(name, allocatable={CPU: 4000, MEMORY: 64 * GI}))
+            engine.upsert_queue(Queue("q"))
+            for i in range(8):
+                engine.submit(_job(i, 1, cpu=1000))
+            assert len(engine.cycle(1.0).admitted) == 8
+            engine.submit(_job(8, 5, cpu=6000))
+            searches: list[str] = []
+            original = VictimSearch.run
+
+            def counted(self: VictimSearch, job: Job, rules: Any) -> Any:
+                searches.append(job.id)
+                return original(self, job, rules)
+
+            VictimSearch.run = counted          # type: ignore[method-assign]
+            try:
+                assert not engine.cycle(2.0).preemptions
+                big = engine.state.jobs["ns/j8"]
+                parked = engine._preempt.parked(big)
+                if not exhaustive:
+                    assert parked is not None and parked.room is not None
+                engine.finished("ns/j0", True, ended_at=3.0)
+                assert not engine.cycle(3.0).preemptions
+                assert len(searches) == (2 if exhaustive else 1)      # parked: the finish could not help it
+                engine.upsert_cluster(Cluster("a", allocatable={CPU: 8000, MEMORY: 64 * GI}))
+                result = engine.cycle(4.0)
+            finally:
+                VictimSearch.run = original     # type: ignore[method-assign]
+            outcomes.append([(p.preemptor, p.victims) for p in result.preemptions] +
+                            [a.job_id for a in result.admitted])
+    assert outcomes[0] == outcomes[1] and outcomes[0][0][0] == "ns/j8"
+
+
+def test_a_room_takes_in_new_candidates_and_wakes_when_they_make_room() -> None:
+    """Two 4-cpu clusters, each with two 1-cpu priority-1 jobs and two 1-cpu priority-9 ones; a priority-5
+    job needs 4 cpu. Its search meets two candidates per cluster: no room, no dry run, parked. A priority-9
+    job dropping to 1 becomes a candidate: the room takes it in (3 cpu on that cluster: still short, no new
+    search); the second one makes 4: the search wakes and evicts exactly what the exhaustive engine does."""
+    outcomes = []
+    for exhaustive in (False, True):
+        engine = Engine(load_policy(DEFAULT).pipeline, exhaustive=exhaustive)
+        assert engine.pipeline.fitting_clusters_only
+        for name in ("a", "b"):
+            engine.upsert_cluster(Cluster(name, allocatable={CPU: 4000, MEMORY: 64 * GI}))
+        engine.upsert_queue(Queue("q"))
+        for i in range(8):
+            job = _job(i, 9 if i % 4 >= 2 else 1, cpu=1000)
+            job.excluded_clusters = {"b" if i < 4 else "a"}       # j0-j3 on a, j4-j7 on b
+            engine.submit(job)
+        assert len(engine.cycle(1.0).admitted) == 8
+        high = [j.id for j in engine.state.jobs.values() if j.priority == 9 and (j.placement or {}).get("a")]
+        assert len(high) == 2
+        engine.submit(_job(8, 5, cpu=4000))
+        searches: list[str] = []
+        original = VictimSearch.run
+
+        def counted(self: VictimSearch, job: Job, rules: Any) -> Any:
+            searches.append(job.id)
+            return original(self, job, rules)
+
+        VictimSearch.run = counted          # type: ignore[method-assign]
+        try:
+            assert not engine.cycle(2.0).preemptions
+            if not exhaustive:
+                parked = engine._preempt.parked(engine.state.jobs["ns/j8"])
+                assert parked is not None and parked.room is not None
+            engine.update_job(_moved(high[0]))
+            assert not engine.cycle(3.0).preemptions
+            assert len(searches) == (2 if exhaustive else 1)       # taken in: 3 cpu on a, still short
+            engine.update_job(_moved(high[1]))
+            result = engine.cycle(4.0)
+        finally:
+            VictimSearch.run = original     # type: ignore[method-assign]
+        outcomes.append([(p.preemptor, sorted(p.victims)) for p in result.preemptions])
+    assert outcomes[0] == outcomes[1] and len(outcomes[0]) == 1 and len(outcomes[0][0][1]) == 4
+
+
+def _moved(job_id: str) -> Job:
+    """The priority-9 job ``job_id`` of cluster a, now at priority 1."""
+    job = _job(int(job_id.split("j")[-1]), 1, cpu=1000)
+    job.excluded_clusters = {"b"}
+    return job

@@ -1,0 +1,112 @@
+"""Parked victim searches that met candidates but ran no dry run: the room they lacked.
+
+A search that meets eligible candidates and still finds nothing usually ran dry runs, and a dry run
+reads the whole fleet state: such a search is looked at again at every capacity change. But in a
+saturated fleet most failed searches never get that far (measured on scenarios/churn-1k.yaml: 86 %
+of the searches, big gangs meeting hundreds of small candidates). A rule's search runs a dry run only
+
+- when, after some prefix of its candidates, one cluster's free capacity plus what that prefix frees
+  there covers the job's need (``VictimSearch._search``), or
+- at the end, over all chosen candidates, when there are at most ``FLEET_WIDE_MAX`` of them and (for a
+  job the place stage puts on one cluster, ``Pipeline.fitting_clusters_only``) one of their clusters
+  could hold the need with what evictions under way free there beyond their claims (``excess``).
+
+When neither happened, the outcome read the candidates (as a hopeless search: their log, and the
+preempt plugins' declared reads, ``engine.core.searchwake``), each cluster's free capacity and excess,
+and how many candidates were chosen. A ``Room`` keeps, per rule, what all its chosen candidates free on
+each cluster (the largest prefix: a per-cluster check that failed for it failed for every prefix) and
+how many there were, and follows the candidate log itself: a job becoming a candidate that a rule would
+look at adds what it holds to that rule's room (as if it were chosen: its eligibility is not known, so
+this is conservative) instead of waking the search. The search stays parked while, for every rule,
+
+- no cluster's free capacity *now*, plus its excess now, plus what the rule's candidates free there,
+  covers the need (candidates that left since free less, never more: conservative);
+- when the chosen count matters (a job that may be placed across clusters), the count is above
+  ``FLEET_WIDE_MAX``, or zero, and fewer candidates left the index since than would bring it there;
+- no queue rose above its guarantee in the rules' scope (that may open its older jobs to reclaim:
+  unknown candidates, so the search wakes).
+
+A search that passed a guarantee floor, hit ``max_candidates``, met a ``min_runtime`` protection or
+the cycle's budget is never parked (``VictimSearch.volatile``, ``protected_until``), as before.
+tests/core/test_searchwake.py checks that a fresh search in the state of the moment finds nothing
+and runs no dry run whenever a room-parked search holds.
+"""
+
+from __future__ import annotations
+
+from engine.core import preempt
+from engine.core.preempt import PreemptRule, RunningIndex
+from engine.core.searchwake import CandidateLog, opens
+from engine.core.state import FleetState
+from engine.resources import Resources, add_into
+
+
+class _Seen:
+    """One rule's share of a room: what its candidates free per cluster (own copy) and how many there are."""
+
+    __slots__ = ("rule", "freed", "chosen")
+
+    def __init__(self, rule: PreemptRule, freed: dict[str, Resources], chosen: int) -> None:
+        self.rule = rule
+        self.freed = {cluster: dict(more) for cluster, more in freed.items()}
+        self.chosen = chosen
+
+
+class Room:
+    """What a parked search with candidates lacked (see the module doc)."""
+
+    __slots__ = ("need", "rules", "removed", "log", "seen", "one_cluster")
+
+    def __init__(self, need: Resources, rooms: list[tuple[PreemptRule, dict[str, Resources], int]],
+                 index: RunningIndex, log: CandidateLog, seen: int, one_cluster: bool) -> None:
+        self.need = [(name, amount) for name, amount in need.items() if amount > 0]
+        self.rules = [_Seen(rule, freed, chosen) for rule, freed, chosen in rooms]
+        self.removed = index.removed
+        self.log = log
+        self.seen = seen
+        self.one_cluster = one_cluster
+
+    def holds(self, state: FleetState, index: RunningIndex, need: Resources) -> bool:
+        if [(name, amount) for name, amount in need.items() if amount > 0] != self.need:
+            return False
+        if not self._absorb(state, index):
+            return False
+        left = index.removed - self.removed
+        clusters = state.clusters
+        for seen in self.rules:
+            if not self.one_cluster and seen.chosen and seen.chosen - left <= preempt.FLEET_WIDE_MAX:
+                return False
+            for cluster, more in seen.freed.items():
+                if cluster not in clusters:
+                    continue
+                free, coming = state.free(cluster), state.excess(cluster)
+                if all(free.get(name, 0) + coming.get(name, 0) + more.get(name, 0) >= amount
+                       for name, amount in self.need):
+                    return False
+        return True
+
+    def _absorb(self, state: FleetState, index: RunningIndex) -> bool:
+        """Add the candidates logged since the last look to the rules that would look at them; False when
+        the log says something that cannot be absorbed (trimmed past, a queue above its guarantee)."""
+        log = self.log
+        if self.seen < log.base:
+            return False
+        entries = log.entries[self.seen - log.base:]
+        self.seen = log.end
+        jobs = state.jobs
+        for queue, rank, preemptions, job_id in entries:
+            targets = [seen for seen in self.rules if opens(seen.rule, queue, rank, preemptions)]
+            if not targets:
+                continue
+            if job_id is None:
+                return False
+            job = jobs.get(job_id)
+            if job is None or not index.candidate(job_id):
+                continue            # no candidate now: a fresh search would not meet it
+            placed = index.placed(job)
+            for seen in targets:
+                seen.chosen += 1
+                for cluster, amount in placed.items():
+                    add_into(seen.freed.setdefault(cluster, {}), amount)
+        return True
+
