@@ -130,8 +130,8 @@ class Preemptions:
             elif key is not None and self.park and search.protected_until is None and not search.volatile \
                     and not search.tried and search.rooms:
                 # candidates met, no dry run: parked on the room it lacked too (engine.core.searchroom)
-                self._park(job, key, rules, seen, Room(job.min_demand, search.rooms, self.running, self._log, seen,
-                                                       search.one_cluster))
+                self._park(job, key, rules, seen, Room(job.min_demand, search.rooms, self.state, self.running,
+                                                       self._log, seen, search.one_cluster))
             return None, search.protected_until
         if not found.victims:          # it fits on what earlier evictions free beyond their claims: no victim
             return None, None          # of its own; the epoch moves when they are gone
@@ -182,8 +182,8 @@ class Preemptions:
         if parked is None:
             return None
         assert self._reads is not None
-        if parked.holds() and self._reads.holds(parked.reads) and \
-                (parked.room is None or parked.room.holds(self.state, self.running, job.min_demand)):
+        if (parked.room is None or parked.room.demand == job.min_demand) and parked.holds() and \
+                self._reads.holds(parked.reads):
             return parked
         del self._parked[key]
         return None
@@ -197,9 +197,11 @@ class Preemptions:
         if not PARK_REFUSALS:
             return None
         parked = self.parked(job)
-        if parked is None or parked.room is not None:     # a room is no read: examined at capacity changes
+        if parked is None:
             return None
-        return (("victims", parked.watch),) + tuple(read for read, _ in parked.reads)    # shared by scope
+        # the watch is shared by scope; a room is the search's own (engine.core.searchroom)
+        victims = parked.room if parked.room is not None else parked.watch
+        return (("victims", victims),) + tuple(read for read, _ in parked.reads)
 
     def _candidate(self, job_id: str) -> bool:
         return self.running.candidate(job_id)

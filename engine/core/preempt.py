@@ -313,24 +313,22 @@ class VictimSearch:
         self.tried = True
         coming_first = bool(victims) and state.freeing(job.min_demand)
         saved = state.dry_run_begin()
-        gone = list(victims)
+        gone: list[Job] = []
         try:
+            if coming_first:
+                # it may fit in what evictions under way free beyond their preemptors' claims (the dry run
+                # counts that as free): then it needs no victim of its own, it waits for them (the capacity
+                # epoch moves when they are gone). The fill-back would give every victim back too
+                coming = self.fit(job)
+                if coming is not None:
+                    return Found((), coming, rule)
+            gone = list(victims)
             placed = self.index.placed
             for victim in gone:
                 state.suppose_gone(victim, placed(victim))
             placement = self.fit(job)
             if placement is None:
                 return None
-            if coming_first:
-                # it may fit in what evictions under way free beyond their preemptors' claims: then it
-                # needs no victim of its own, it waits for them (the capacity epoch moves when they are gone)
-                for victim in victims:
-                    state.suppose_gone(victim, placed(victim), -1)
-                coming = self.fit(job)
-                for victim in victims:
-                    state.suppose_gone(victim, placed(victim))
-                if coming is not None:
-                    return Found((), coming, rule)
             for victim in reversed(victims):
                 state.suppose_gone(victim, placed(victim), -1)
                 gone.remove(victim)

@@ -44,21 +44,35 @@ from engine.resources import Resources, add_into
 class _Seen:
     """One rule's share of a room: what its candidates free per cluster (own copy) and how many there are."""
 
-    __slots__ = ("rule", "freed", "chosen")
+    __slots__ = ("rule", "freed", "chosen", "short")
 
     def __init__(self, rule: PreemptRule, freed: dict[str, Resources], chosen: int) -> None:
         self.rule = rule
         self.freed = {cluster: dict(more) for cluster, more in freed.items()}
         self.chosen = chosen
+        # per cluster, what free + excess must reach per resource for the need to be covered (derived from
+        # freed; the resource that fell short last is kept first)
+        self.short: dict[str, list[tuple[str, int]]] = {}
+
+    def shortfall(self, cluster: str, need: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        known = self.short.get(cluster)
+        if known is None:
+            more = self.freed[cluster]
+            known = self.short[cluster] = [(name, amount - more.get(name, 0)) for name, amount in need
+                                           if amount - more.get(name, 0) > 0]
+        return known
 
 
 class Room:
     """What a parked search with candidates lacked (see the module doc)."""
 
-    __slots__ = ("need", "rules", "removed", "log", "seen", "one_cluster")
+    __slots__ = ("demand", "need", "rules", "removed", "log", "seen", "one_cluster", "state", "index")
 
     def __init__(self, need: Resources, rooms: list[tuple[PreemptRule, dict[str, Resources], int]],
-                 index: RunningIndex, log: CandidateLog, seen: int, one_cluster: bool) -> None:
+                 state: FleetState, index: RunningIndex, log: CandidateLog, seen: int, one_cluster: bool) -> None:
+        self.state = state
+        self.index = index
+        self.demand = dict(need)
         self.need = [(name, amount) for name, amount in need.items() if amount > 0]
         self.rules = [_Seen(rule, freed, chosen) for rule, freed, chosen in rooms]
         self.removed = index.removed
@@ -66,9 +80,9 @@ class Room:
         self.seen = seen
         self.one_cluster = one_cluster
 
-    def holds(self, state: FleetState, index: RunningIndex, need: Resources) -> bool:
-        if [(name, amount) for name, amount in need.items() if amount > 0] != self.need:
-            return False
+    def holds(self) -> bool:
+        """The search would still find nothing and run no dry run (for a job needing ``demand``)."""
+        state, index = self.state, self.index
         if not self._absorb(state, index):
             return False
         left = index.removed - self.removed
@@ -76,12 +90,17 @@ class Room:
         for seen in self.rules:
             if not self.one_cluster and seen.chosen and seen.chosen - left <= preempt.FLEET_WIDE_MAX:
                 return False
-            for cluster, more in seen.freed.items():
+            for cluster in seen.freed:
                 if cluster not in clusters:
                     continue
+                short = seen.shortfall(cluster, self.need)
                 free, coming = state.free(cluster), state.excess(cluster)
-                if all(free.get(name, 0) + coming.get(name, 0) + more.get(name, 0) >= amount
-                       for name, amount in self.need):
+                for i, (name, amount) in enumerate(short):
+                    if free.get(name, 0) + coming.get(name, 0) < amount:
+                        if i:
+                            short.insert(0, short.pop(i))
+                        break
+                else:
                     return False
         return True
 
@@ -108,5 +127,6 @@ class Room:
                 seen.chosen += 1
                 for cluster, amount in placed.items():
                     add_into(seen.freed.setdefault(cluster, {}), amount)
+                    seen.short.pop(cluster, None)
         return True
 

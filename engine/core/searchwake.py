@@ -120,7 +120,7 @@ class ParkedSearch:
 
     def holds(self) -> bool:
         # a room follows the candidate log itself (engine.core.searchroom.Room.holds)
-        return self.room is not None or self.watch.holds()
+        return self.room.holds() if self.room is not None else self.watch.holds()
 
 
 def opens(rule: PreemptRule, queue: str, rank: float, preemptions: int) -> bool:
