@@ -44,3 +44,15 @@ def test_any_value_anywhere_is_handled(value: object, where: str) -> None:
         node = node[part]
     node[parts[-1]] = value
     load_or_input_error(yaml.safe_dump(doc))
+
+
+def test_a_plugin_config_keyed_by_null_is_an_input_error() -> None:
+    """Found by the fuzz test above: an anchor with no key (`&t-counter: ...`) or `~:` makes the key None."""
+    text = GOOD.replace("    t-counter:", "    ~:", 1)
+    assert text != GOOD
+    try:
+        load_policy_text(text, "p.yaml", CATALOG)
+    except InputError as exc:
+        assert "spec.plugins.None" in str(exc) and "is not a plugin name" in str(exc), str(exc)
+    else:
+        raise AssertionError("a null plugin config key was accepted")

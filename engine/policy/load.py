@@ -141,6 +141,9 @@ class _Loader:
     def check_configs(self, configs: dict[str, Any], stages: dict[str, list[str]]) -> None:
         listed = {name for names in stages.values() for name in names}
         for name in configs:
+            if not isinstance(name, str):        # e.g. `~:` or an anchor with no key: YAML gives None
+                raise self.fail(["spec", "plugins", str(name)],
+                                f"config key {name!r} is not a plugin name; write the plugin's name as the key")
             if name not in listed:
                 known = "" if self.catalog.get(name) else f" (and no plugin is called {name!r}" \
                     f"{_suggest(name, self.catalog.names())})"
