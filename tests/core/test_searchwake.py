@@ -3,8 +3,9 @@ wakes it, and parking lets a default-policy fleet skip the refused preemptors a 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from unittest.mock import patch
 
@@ -103,6 +104,23 @@ def _never_misses(data: Any) -> None:
         _fresh_search_is_hopeless(pair.pruned)
 
 
+@contextmanager
+def counting_searches() -> Iterator[list[str]]:
+    """The ids of the jobs whose victim search runs while inside."""
+    searches: list[str] = []
+    original = VictimSearch.run
+
+    def counted(self: VictimSearch, job: Job, rules: Any) -> Any:
+        searches.append(job.id)
+        return original(self, job, rules)
+
+    VictimSearch.run = counted          # type: ignore[method-assign]
+    try:
+        yield searches
+    finally:
+        VictimSearch.run = original     # type: ignore[method-assign]
+
+
 def _fleet() -> Engine:
     engine = Engine(load_policy(DEFAULT).pipeline)
     engine.upsert_cluster(Cluster("a", allocatable={CPU: 4000, MEMORY: 64 * GI}))
@@ -142,18 +160,8 @@ def test_parking_skips_preemptors_a_finish_cannot_help() -> None:
     first = engine.cycle(2.0)
     assert first.examined >= 1 and not first.preemptions
     engine.finished("ns/j0", True, ended_at=3.0)      # 1 cpu free: no 3-cpu job fits, nobody to evict
-    searches = []
-    original = VictimSearch.run
-
-    def counted(self: VictimSearch, job: Job, rules: Any) -> Any:
-        searches.append(job.id)
-        return original(self, job, rules)
-
-    VictimSearch.run = counted          # type: ignore[method-assign]
-    try:
+    with counting_searches() as searches:
         result = engine.cycle(3.0)
-    finally:
-        VictimSearch.run = original     # type: ignore[method-assign]
     assert result.full and searches == []             # the key's search is parked: no victim search again
     assert result.examined <= 1
     exhaustive = Engine(load_policy(DEFAULT).pipeline, exhaustive=True)
@@ -224,15 +232,7 @@ def test_a_search_parked_on_its_room_wakes_when_a_cluster_could_hold_the_job() -
                 engine.submit(_job(i, 1, cpu=1000))
             assert len(engine.cycle(1.0).admitted) == 8
             engine.submit(_job(8, 5, cpu=6000))
-            searches: list[str] = []
-            original = VictimSearch.run
-
-            def counted(self: VictimSearch, job: Job, rules: Any) -> Any:
-                searches.append(job.id)
-                return original(self, job, rules)
-
-            VictimSearch.run = counted          # type: ignore[method-assign]
-            try:
+            with counting_searches() as searches:
                 assert not engine.cycle(2.0).preemptions
                 big = engine.state.jobs["ns/j8"]
                 parked = engine._preempt.parked(big)
@@ -243,8 +243,6 @@ def test_a_search_parked_on_its_room_wakes_when_a_cluster_could_hold_the_job() -
                 assert len(searches) == (2 if exhaustive else 1)      # parked: the finish could not help it
                 engine.upsert_cluster(Cluster("a", allocatable={CPU: 8000, MEMORY: 64 * GI}))
                 result = engine.cycle(4.0)
-            finally:
-                VictimSearch.run = original     # type: ignore[method-assign]
             outcomes.append([(p.preemptor, p.victims) for p in result.preemptions] +
                             [a.job_id for a in result.admitted])
     assert outcomes[0] == outcomes[1] and outcomes[0][0][0] == "ns/j8"
@@ -270,15 +268,7 @@ def test_a_room_takes_in_new_candidates_and_wakes_when_they_make_room() -> None:
         high = [j.id for j in engine.state.jobs.values() if j.priority == 9 and (j.placement or {}).get("a")]
         assert len(high) == 2
         engine.submit(_job(8, 5, cpu=4000))
-        searches: list[str] = []
-        original = VictimSearch.run
-
-        def counted(self: VictimSearch, job: Job, rules: Any) -> Any:
-            searches.append(job.id)
-            return original(self, job, rules)
-
-        VictimSearch.run = counted          # type: ignore[method-assign]
-        try:
+        with counting_searches() as searches:
             assert not engine.cycle(2.0).preemptions
             if not exhaustive:
                 parked = engine._preempt.parked(engine.state.jobs["ns/j8"])
@@ -288,8 +278,6 @@ def test_a_room_takes_in_new_candidates_and_wakes_when_they_make_room() -> None:
             assert len(searches) == (2 if exhaustive else 1)       # taken in: 3 cpu on a, still short
             engine.update_job(_moved(high[1]))
             result = engine.cycle(4.0)
-        finally:
-            VictimSearch.run = original     # type: ignore[method-assign]
         outcomes.append([(p.preemptor, sorted(p.victims)) for p in result.preemptions])
     assert outcomes[0] == outcomes[1] and len(outcomes[0]) == 1 and len(outcomes[0][0][1]) == 4
 
