@@ -26,9 +26,6 @@ change (the evictions issued this cycle make one)."""
 
 Booking = tuple[dict[str, Resources], dict[str, Resources]]
 
-PARK_REFUSALS = False
-"""Park capacity refusals with their parked search (engine.core.wake); off, see ``wake_reads``."""
-
 
 class Preemptions:
     def __init__(self, state: FleetState, pipeline: Pipeline, reads: Optional[Reads] = None) -> None:
@@ -191,11 +188,6 @@ class Preemptions:
     def wake_reads(self, job: Job) -> Optional[tuple[Hashable, ...]]:
         """For parking ``job``'s capacity refusal (engine.core.wake): the reads that wake its parked search,
         None when it has none (it is then examined again at every capacity change)."""
-        # Off: with parked refusals under the default policy tests/core/test_pruned_exact.py found a run where
-        # the pruned engine skipped a job the exhaustive one admitted (not yet understood). Until then only the
-        # search itself is parked (attempt), the refusal is examined again at every capacity change.
-        if not PARK_REFUSALS:
-            return None
         parked = self.parked(job)
         if parked is None:
             return None

@@ -66,7 +66,7 @@ class _Seen:
 class Room:
     """What a parked search with candidates lacked (see the module doc)."""
 
-    __slots__ = ("demand", "need", "rules", "removed", "log", "seen", "one_cluster", "state", "index")
+    __slots__ = ("demand", "need", "rules", "removed", "log", "seen", "one_cluster", "state", "index", "awake")
 
     def __init__(self, need: Resources, rooms: list[tuple[PreemptRule, dict[str, Resources], int]],
                  state: FleetState, index: RunningIndex, log: CandidateLog, seen: int, one_cluster: bool) -> None:
@@ -79,11 +79,14 @@ class Room:
         self.log = log
         self.seen = seen
         self.one_cluster = one_cluster
+        self.awake = False      # the log said what a room cannot absorb: awake for good
 
     def holds(self) -> bool:
-        """The search would still find nothing and run no dry run (for a job needing ``demand``)."""
+        """The search would still find nothing and run no dry run (for a job needing ``demand``). Asking again
+        in the same state gives the same answer (a wake read, engine.core.wake, may be asked more than once)."""
         state, index = self.state, self.index
-        if not self._absorb(state, index):
+        if self.awake or not self._absorb(state, index):
+            self.awake = True
             return False
         left = index.removed - self.removed
         clusters = state.clusters

@@ -3,8 +3,8 @@ something that search read changes.
 
 ``engine.core.wake`` parks refused verdict keys, but a capacity refusal under a preempt stage also says
 "and no victim could be found", which depends on the running jobs. This module makes that part a read
-too (``("victims", watch)``): ``Preemptions.attempt`` skips a search whose parked one still holds (parking
-the refusal itself with it in the walk is built but off: ``engine.core.nomination.PARK_REFUSALS``).
+too (``("victims", watch)``): ``Preemptions.attempt`` skips a search whose parked one still holds, and the
+capacity refusal itself is parked in the walk with that read among its own (``Preemptions.wake_reads``).
 A search is *hopeless* when it met no candidate it could take (``VictimSearch.hopeless``). Its
 outcome then depends only on:
 

@@ -25,10 +25,10 @@ changes the reads of the few keys it could help, and only those are examined aga
 taken at the moment the walk reaches the key, so admissions earlier in the same cycle are seen exactly
 as the job-by-job loop sees them (tests/core/test_pruned_exact.py).
 
-A refusal that could start a preemption is not parked (``Engine._park`` asks
-``Preemptions.wake_reads``, off for now: ``engine.core.nomination.PARK_REFUSALS``); its victim search is
-(``engine.core.searchwake``). Node-shape-aware verdicts, nominated jobs, and keys a plugin declares nothing
-for are never parked.
+A refusal that could start a preemption is parked only while its victim search is parked too, with that
+search's reads besides its own (``Engine._park`` asks ``Preemptions.wake_reads``; engine.core.searchwake,
+engine.core.searchroom); one whose search ran a dry run is examined again at every capacity change.
+Node-shape-aware verdicts, nominated jobs, and keys a plugin declares nothing for are never parked.
 """
 
 from __future__ import annotations

@@ -13,8 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.core import preempt as preempt_module
-from engine.core.preempt import VictimSearch
+from engine.core.preempt import ANY, PreemptRule, RunningIndex, VictimSearch
 from engine.core.scheduler import Engine
+from engine.core.searchroom import Room
+from engine.core.searchwake import CandidateLog
+from engine.core.state import FleetState
 from engine.model import Cluster, Job, JobState, Queue, Task
 from engine.policy import load_policy
 from engine.resources import CPU, MEMORY
@@ -287,3 +290,19 @@ def _moved(job_id: str) -> Job:
     job = _job(int(job_id.split("j")[-1]), 1, cpu=1000)
     job.excluded_clusters = {"b"}
     return job
+
+
+def test_a_room_woken_by_what_it_cannot_absorb_stays_awake() -> None:
+    """A queue going above its guarantee wakes a room for good: asked again in the same state (a parked refusal's
+    wake read is asked more than once per state, engine.core.wake) it must not say 'holds' again. A room that
+    answered False then True let a refusal park with a false 'victims' value: the pruned engine then skipped a
+    preemption the exhaustive one issued (tests/core/test_wake.py, the churn test under the default policy)."""
+    state, index = FleetState(), RunningIndex()
+    state.upsert_cluster(Cluster("a", allocatable={CPU: 4000, MEMORY: 8 * GI}))
+    log = CandidateLog(index.candidate)
+    rule = PreemptRule("reclaim", "reclaim", lambda queue: ANY)
+    room = Room({CPU: 8000}, [(rule, {"a": {CPU: 1000}}, 1)], state, index, log, log.end, True)
+    assert room.holds() and room.holds()
+    log.add("q", -ANY)                       # a queue rose above its guarantee: unknown candidates
+    assert not room.holds()
+    assert not room.holds()

@@ -140,3 +140,49 @@ def test_parking_is_exact_on_random_churn(data: Any) -> None:
                 Cluster(f"m{n}", allocatable={CPU: sizes[n], MEMORY: 16 * GI}, allocated={CPU: used},
                         status_time=pair.now),))
         pair.cycle()
+
+
+DEFAULT = ROOT / "policies" / "default.yaml"
+
+
+def test_a_capacity_refusal_under_a_preempt_stage_is_parked_with_its_victim_search() -> None:
+    """Default policy (priority preemption, reclaim): the gangs' refusal also says 'no victim either' (every
+    running job has their priority). Once that search has run and parked, the refusal sleeps with it: a
+    finish that helps nobody examines nothing."""
+    engine = _engine()
+    engine.set_pipeline(load_policy(DEFAULT).pipeline)
+    _saturated(engine)                                 # the first cycle had no candidates yet: no search ran
+    on_b = [j.id for j in engine.state.jobs.values() if j.placement and "b" in j.placement]
+    engine.finished(on_b[0], True, ended_at=2.0)
+    assert engine.cycle(2.0).examined == 1             # the gangs' key: refused, its search parked (hopeless)
+    assert engine._preempt.parked(engine.state.jobs["ns/j6"]) is not None
+    engine.finished(on_b[1], True, ended_at=3.0)       # 4 cpu free on b: still no room for a 6-cpu gang
+    result = engine.cycle(3.0)
+    assert result.full and result.examined == 0 and not result.preemptions and result.reasons == {}
+
+
+def test_parking_under_preemption_is_exact_under_churn_and_not_vacuous() -> None:
+    """The default policy on a saturated fleet with priorities (preemptions happen, victims leave before the
+    next finish): pruned and exhaustive decide identically, and parked refusals save most examinations."""
+    pair = Pair(DEFAULT)
+    for name, cpu in (("a", 8000), ("b", 6000), ("c", 4000)):
+        pair.both("upsert_cluster", lambda name=name, cpu=cpu: (Cluster(name, allocatable={CPU: cpu, MEMORY: 64 * GI}),))
+    for q in ("q0", "q1"):
+        pair.both("upsert_queue", lambda q=q: (Queue(q),))
+    for i in range(200):
+        j = _job(i, (1, 2, 3, 5)[i % 4], 2000, queue=f"q{i % 2}")
+        j.priority = (0, 0, 0, 1, 2)[i % 5]
+        pair.both("submit", lambda j=j: (_copy(j),))
+    preempted = 0
+    evicting: list[str] = []
+    for _ in range(60):
+        for victim in evicting:
+            pair.both("evicted", lambda victim=victim: (victim, pair.now, pair.now))
+        running = [j for j in pair.admitted() if pair.pruned.state.jobs[j].state is JobState.ADMITTED]
+        if running:
+            pair.both("finished", lambda job_id=running[len(running) // 2]: (job_id, True, pair.now))
+        pair.cycle()
+        evicting = [v for p in pair.pruned._result.preemptions for v in p.victims]
+        assert evicting == [v for p in pair.exhaustive._result.preemptions for v in p.victims]
+        preempted += len(evicting)
+    assert pair.cycles >= 60 and preempted > 0 and pair.shared > 2000
