@@ -64,8 +64,9 @@ class Reads:
         return value
 
     def signature(self, reads: tuple[Hashable, ...]) -> Signature:
+        """(read, value) of each distinct read (plugins often declare the same one: each is checked once)."""
         value = self.value
-        return tuple((read, value(read)) for read in reads)
+        return tuple((read, value(read)) for read in dict.fromkeys(reads))
 
     def holds(self, signature: Signature) -> bool:
         """Every read still has the value it had when the signature was taken."""
