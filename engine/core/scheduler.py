@@ -58,7 +58,9 @@ class Engine(JobLifecycle, PendingBooks):
         self._seq = itertools.count()
         self._epoch_seen = -1                          # capacity epoch of the last full cycle
         self._admissions = 0                           # bumps invalidate cached queue keys
-        self._queue_keys: dict[str, tuple[int, Optional[Job], tuple]] = {}   # name -> (admissions, candidate, key)
+        # queue name -> candidate's shape (None: no candidate) -> (admissions, key): a key depends on the
+        # candidate only through its shape (hookspec atoll_queue_order), so jobs of one shape share it
+        self._queue_keys: dict[str, dict[Hashable, tuple[int, tuple]]] = {}
         # parked keys' reads (engine.core.wake); new victim candidates count as a change (engine.core.searchwake)
         self._reads = Reads(self.state, lambda: (self.state.changes, self._preempt.log_end()))
         self._preempt = Preemptions(self.state, pipeline, None if exhaustive else self._reads)   # victims, nominations
@@ -225,13 +227,17 @@ class Engine(JobLifecycle, PendingBooks):
         return {q: iter(sorted(js, key=lambda j: (j.sort_key, j.seq))) for q, js in by_queue.items()}
 
     def _queue_key(self, name: str, candidate: Optional[Job] = None) -> tuple:
-        cached = self._queue_keys.get(name)
-        if cached is not None and cached[0] == self._admissions and cached[1] is candidate:
-            return cached[2]
+        shape = None if candidate is None else candidate.shape
+        keys = self._queue_keys.get(name)
+        if keys is None:
+            keys = self._queue_keys[name] = {}
+        cached = keys.get(shape)
+        if cached is not None and cached[0] == self._admissions:
+            return cached[1]
         queue = self.state.queues.get(name)
         key = join_keys(self.pipeline.queue_order_positional(queue, self.state, candidate)) if queue else ()
         key = (0 if queue else 1, key, name)    # unknown queues last; name breaks ties deterministically
-        self._queue_keys[name] = (self._admissions, candidate, key)
+        keys[shape] = (self._admissions, key)
         return key
 
     def _examine(self, job: Job, now: float, result: CycleResult) -> Optional[Refusal]:
