@@ -23,14 +23,14 @@ from tests.core.test_nodefit_fast import straight
 GRADES = [{GPU: g, CPU: 4000 * g} for g in range(9)]
 ALLOCATABLE = {GPU: 64, CPU: 256_000}
 POD = st.tuples(st.sampled_from((0, 1, 2, 4, 8)), st.sampled_from((1000, 2000, 4000, 8000)))   # gpus, cpu
-TASK = st.tuples(POD, st.integers(1, 4), st.integers(0, 3))          # per pod, minAvailable, extra replicas
+TASK = st.tuples(POD, st.integers(0, 4), st.integers(0, 3))          # per pod, minAvailable, extra replicas
 REPORT = st.tuples(st.lists(st.integers(0, 3), min_size=9, max_size=9), st.booleans())   # node counts, ready
 EVENT = st.one_of(st.tuples(st.just("hold"), st.integers(0, 3), POD, st.integers(1, 4)),
                   st.tuples(st.just("report"), st.integers(0, 3), REPORT))
 
 
 def make_job(spec: list[tuple[tuple[int, int], int, int]], n: int) -> Job:
-    tasks = [Task(f"t{i}", low + extra, low, {CPU: cpu, **({GPU: gpus} if gpus else {})})
+    tasks = [Task(f"t{i}", max(low + extra, 1), low, {CPU: cpu, **({GPU: gpus} if gpus else {})})
              for i, ((gpus, cpu), low, extra) in enumerate(spec)]
     return Job(id=f"ask{n}", name=f"ask{n}", queue="q", tasks=tasks)
 
@@ -83,11 +83,12 @@ def gpu_filter_reference(plugin: GpuCapacity, job: Job, clusters: list[Cluster],
     return out
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(reports=st.lists(REPORT, min_size=2, max_size=4), events=st.lists(EVENT, max_size=10),
        asks=st.lists(st.lists(TASK, min_size=1, max_size=2), min_size=1, max_size=5),
        weights=st.sampled_from(({}, {GPU: 3, CPU: 1})))
-def test_shortcuts_equal_straightforward_checks(reports: list, events: list, asks: list, weights: dict[str, int]) -> None:
+def test_shortcuts_equal_straightforward_checks(reports: list, events: list, asks: list,
+                                                weights: dict[str, int]) -> None:
     state = FleetState()
     names = [f"c{i}" for i in range(len(reports))]
     for name, (counts, ready) in zip(names, reports):
@@ -124,3 +125,15 @@ def test_shortcuts_equal_straightforward_checks(reports: list, events: list, ask
                 assert utilisation_scores(job, clusters, state.free, weights, state) == \
                     [score_reference(job, c, state, weights) for c in clusters]
                 assert gpu.atoll_filter(job, clusters, state) == gpu_filter_reference(gpu, job, clusters, state)
+
+
+def test_score_of_the_minimum_when_only_it_fits_on_nodes() -> None:
+    """A task with minAvailable 0 asks for GPUs no node has: the cluster scores the minimum (cpu only, its
+    own weights), as the straightforward score does."""
+    state = FleetState()
+    nodes = shapes_of(GRADES, [0, 0, 1] + [0] * 6)                 # one node: 2 GPUs, 8 cpu
+    state.upsert_cluster(Cluster("c0", allocatable=dict(ALLOCATABLE), node_shapes=nodes))
+    job = make_job([((0, 8000), 1, 0), ((8, 1000), 0, 1)], 0)
+    clusters = list(state.clusters.values())
+    assert utilisation_scores(job, clusters, state.free, {}, state) == [score_reference(job, clusters[0], state, {})]
+    assert score_reference(job, clusters[0], state, {}) == 8000 * 100 // 256_000 == 3
