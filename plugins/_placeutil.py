@@ -206,7 +206,7 @@ def utilisation_scores(job: Job, clusters: Sequence[Any], free_of: Callable[[str
     ``state`` (a FleetState), "fits" is also checked on the virtual nodes of clusters that report
     node shapes (``FleetState.fits_tasks``)."""
     if state is not None and state.any_node_shapes:
-        return [_node_score(job, c, state, weights) for c in clusters]
+        return _node_scores(job, clusters, state, weights)
     whole = [(n, w, job.demand[n]) for n, w in resource_weights(job.demand, weights).items()]
     whole_weight = sum(w for _, w, _ in whole)
     minimum = job.min_demand
@@ -230,15 +230,43 @@ def utilisation_scores(job: Job, clusters: Sequence[Any], free_of: Callable[[str
     return out
 
 
-def _node_score(job: Job, cluster: Any, state: Any, weights: Mapping[str, int]) -> Optional[int]:
-    free = state.free(cluster.name)
-    for need, pods in ((job.demand, job.pods), (job.min_demand, job.min_pods)):
-        if state.fits_tasks(cluster.name, pods):
-            return _utilisation([(n, w, need[n]) for n, w in resource_weights(need, weights).items()],
-                                free, cluster.allocatable)
-        if need == job.min_demand:
-            break
-    return None
+def _node_scores(job: Job, clusters: Sequence[Any], state: Any, weights: Mapping[str, int]) -> list[Optional[int]]:
+    """``utilisation_scores`` where "fits" is asked of the clusters' nodes too: the whole job's pods when
+    they fit the cluster, else its gang minimum's (when that differs), else None. The weights are taken
+    once per job, and each fit is read from the state's per-shape replica counts (``fits_tasks_on``)."""
+    demand, minimum = job.demand, job.min_demand
+    whole = [(n, w, demand[n]) for n, w in resource_weights(demand, weights).items()]
+    fits_whole = state.fits_tasks_on(job.pods)
+    least: Optional[list[tuple[str, int, int]]] = None
+    fits_least: Optional[Callable[[str], bool]] = None
+    if minimum != demand:
+        least = [(n, w, minimum[n]) for n, w in resource_weights(minimum, weights).items()]
+        fits_least = state.fits_tasks_on(job.min_pods)
+    whole_weight = sum(w for _, w, _ in whole)
+    least_weight = sum(w for _, w, _ in least) if least is not None else 0
+    free_of = state.free
+    out: list[Optional[int]] = []
+    for cluster in clusters:
+        name = cluster.name
+        if fits_whole(name):
+            request, total_weight = whole, whole_weight
+        elif fits_least is not None and least is not None and fits_least(name):
+            request, total_weight = least, least_weight
+        else:
+            out.append(None)
+            continue
+        free, allocatable = free_of(name), cluster.allocatable
+        score = 0
+        for resource, weight, want in request:      # inlined _utilisation: this loop runs per (job, cluster)
+            have = free.get(resource, 0)
+            cap = allocatable.get(resource, 0)
+            if want > have or cap <= 0:
+                out.append(None)
+                break
+            score += weight * ((cap - have + want) * 100 // cap)
+        else:
+            out.append(score // total_weight if total_weight else 0)
+    return out
 
 
 def _utilisation(request: list[tuple[str, int, int]], free: Mapping[str, int],

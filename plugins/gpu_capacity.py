@@ -20,7 +20,8 @@ from typing import Any, Hashable, Optional
 
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
-from engine.model import Cluster, Job, Refusal
+from engine.core.nodefit import Vector, vector
+from engine.model import Cluster, Job, Pods, Refusal
 from engine.plugin import Plugin
 from engine.resources import Resources, fits, format_resources
 from plugins._placeutil import ReasonCache, configure
@@ -46,8 +47,8 @@ class GpuCapacity(Plugin):
         self.allow_split = bool(self.config["allowSplit"])
         self._is_gpu: dict[str, bool] = {}
         self._reasons = ReasonCache()
-        self._job_gpus: dict[str, tuple[Job, Resources, Resources]] = {}
-        self._gpu_pods: dict[str, tuple[Job, tuple[tuple[Resources, int], ...]]] = {}
+        self._job_gpus: dict[Hashable, tuple[Resources, Resources]] = {}           # by job shape
+        self._gpu_pods: dict[Hashable, tuple[tuple[tuple[Resources, int], ...], Pods]] = {}   # by job shape
         self._model_index: tuple[Optional[list[Cluster]], dict[str, list[str]]] = (None, {})
 
     # -- helpers ------------------------------------------------------------------------------
@@ -70,11 +71,12 @@ class GpuCapacity(Plugin):
         return out
 
     def job_gpus(self, job: Job) -> tuple[Resources, Resources]:
-        """(GPU part of the demand, GPU part of the gang minimum), cached per Job object (the engine
-        replaces the object when a job's spec changes, and its tasks never change under it)."""
-        cached = self._job_gpus.get(job.id)
-        if cached is None or cached[0] is not job:      # a changed job is a new Job object
-            if len(self._job_gpus) >= 200_000:
+        """(GPU part of the demand, GPU part of the gang minimum), shared by every job of the same
+        ``job.shape`` (they depend on its tasks only, and a changed job is a new Job object): a large
+        first cycle asks this of ~100,000 jobs of a few hundred shapes. Read only."""
+        cached = self._job_gpus.get(job.shape)
+        if cached is None:
+            if len(self._job_gpus) >= 4096:
                 self._job_gpus.clear()
             known = self._is_gpu
             asks = any(known.get(name) if name in known else self.is_gpu(name)
@@ -84,27 +86,32 @@ class GpuCapacity(Plugin):
             if want and not minimum:         # minAvailable 0: at least one GPU replica must fit somewhere
                 minimum = min((g for g in (self.gpus(t.resources) for t in job.tasks) if g),
                               key=lambda g: sorted(g.items()))
-            cached = self._job_gpus[job.id] = (job, want, minimum)
-        return cached[1], cached[2]
+            cached = self._job_gpus[job.shape] = (want, minimum)
+        return cached
 
     def gpu_pods(self, job: Job) -> tuple[tuple[Resources, int], ...]:
         """The GPU part of each task's pods in the gang minimum (at least one GPU pod when minAvailable
-        is 0), as (per-pod GPUs, count): what must fit on single nodes."""
-        cached = self._gpu_pods.get(job.id)
-        if cached is None or cached[0] is not job:
-            if len(self._gpu_pods) >= 200_000:
+        is 0), as (per-pod GPUs, count): what must fit on single nodes. Shared by shape like ``job_gpus``."""
+        return self._gpu_pods_of(job)[0]
+
+    def _gpu_pods_of(self, job: Job) -> tuple[tuple[tuple[Resources, int], ...], Pods]:
+        """``gpu_pods`` and the same pods in ``Job.min_pods``' canonical form (sorted pairs, equal shapes
+        merged), which ``FleetState.fits_tasks`` memoises and answers from replica counts for one shape."""
+        cached = self._gpu_pods.get(job.shape)
+        if cached is None:
+            if len(self._gpu_pods) >= 4096:
                 self._gpu_pods.clear()
             pods = tuple((g, t.min_available) for t in job.tasks if t.min_available and (g := self.gpus(t.resources)))
             if not pods:
                 pods = tuple((g, 1) for g in [min((g for g in (self.gpus(t.resources) for t in job.tasks) if g),
                                                   key=lambda g: sorted(g.items()), default={})] if g)
-            cached = self._gpu_pods[job.id] = (job, pods)
-        return cached[1]
+            cached = self._gpu_pods[job.shape] = (pods, _canonical(pods))
+        return cached
 
     def _fits_here(self, job: Job, minimum: Resources, state: FleetState, cluster: str) -> bool:
         if not fits(minimum, state.free(cluster)):
             return False
-        return state.nodes(cluster) is None or state.fits_tasks(cluster, self.gpu_pods(job))
+        return state.nodes(cluster) is None or state.fits_tasks(cluster, self._gpu_pods_of(job)[1])
 
     def wanted_models(self, job: Job) -> list[str]:
         raw = job.labels.get(self.job_key) or job.annotations.get(self.job_key) or ""
@@ -219,10 +226,20 @@ class GpuCapacity(Plugin):
                     out[cluster.name] = "no room for one GPU replica"
             elif not fits(minimum, free):
                 out[cluster.name] = self._reasons.get(_SHORT, minimum, free)
-            elif state.nodes(cluster.name) is not None and not state.fits_tasks(cluster.name, self.gpu_pods(job)):
+            elif state.nodes(cluster.name) is not None and \
+                    not state.fits_tasks(cluster.name, self._gpu_pods_of(job)[1]):
                 out[cluster.name] = (f"{format_resources(minimum)} free in total but not on its nodes "
                                      f"(GPU pods: {', '.join(f'{n} x {format_resources(g)}' for g, n in self.gpu_pods(job))})")
         return out
+
+
+def _canonical(pods: tuple[tuple[Resources, int], ...]) -> Pods:
+    """(per-pod request, count) pairs as ``Job.min_pods`` holds them: sorted pairs, equal shapes merged."""
+    merged: dict[Vector, int] = {}
+    for per_pod, count in pods:
+        key = vector(per_pod)
+        merged[key] = merged.get(key, 0) + count
+    return tuple(sorted(merged.items()))
 
 
 PLUGINS = [GpuCapacity]

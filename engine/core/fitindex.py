@@ -84,7 +84,8 @@ class FitIndex:
         pods of one shape it holds (``FleetState.replicas_fit``) -- and the most on a ready cluster:
         "does a gang of n such pods fit somewhere" is then one comparison, for every n. Kept like
         ``fitting``: only clusters changed since are counted again, except that a count of 0 stays 0
-        while the cluster only shrinks. The returned dict is the index's own."""
+        while the cluster only shrinks; the most is taken again over every cluster only when some change
+        was not a shrink or a cluster that may have held it lost some. The returned dict is the index's own."""
         entry = self._counts.get(request)
         log = self._log
         if entry is not None and entry[0] == len(log):
@@ -93,18 +94,36 @@ class FitIndex:
             if len(self._counts) >= self._request_limit:
                 self.reset()
             got = {name: count(name) for name in clusters}
+            most = max((n for name, n in got.items() if ready(name)), default=0)
         else:
-            seen, got, _ = entry
+            seen, got, most = entry
             shrunk = self._shrunk
             grew = {log[i] for i in range(seen, len(log)) if not shrunk[i]}
+            # Only shrunk clusters (engine bookings: readiness and membership unchanged) keep the most unless
+            # one that may have held it lost some; any other change takes the most again.
+            again = bool(grew)
             for name in set(log[seen:]):
                 if not exists(name):
                     got.pop(name, None)
                 elif got.get(name, 1) or name in grew:
-                    got[name] = count(name)
-        most = max((n for name, n in got.items() if ready(name)), default=0)
+                    old = got.get(name, 0)
+                    new = got[name] = count(name)
+                    if new < old and old >= most:
+                        again = True
+                    elif new > most and ready(name):
+                        most = new
+            if again:
+                most = max((n for name, n in got.items() if ready(name)), default=0)
         self._counts[request] = (len(log), got, most)
         return got, most
+
+    def most(self, request: Request) -> Optional[int]:
+        """The most on a ready cluster that ``counts`` last gave for ``request``, if nothing changed since;
+        else None (call ``counts``). The cheap check a fleet-wide "fits somewhere" asks per job."""
+        entry = self._counts.get(request)
+        if entry is not None and entry[0] == len(self._log):
+            return entry[2]
+        return None
 
 
 def _fits(request: Any, free: Mapping[str, int]) -> bool:
