@@ -18,6 +18,7 @@ from tests.core.test_pruned_exact import Pair, _copy
 
 ROOT = Path(__file__).resolve().parents[2]
 NO_PREEMPTION = ROOT / "policies" / "no-preemption.yaml"
+DEFAULT = ROOT / "policies" / "default.yaml"
 GI = 2**30
 
 
@@ -89,17 +90,24 @@ def test_a_plugin_without_verdict_reads_keeps_its_keys_examined_on_every_change(
     assert engine.cycle(2.0).examined == 1             # the gangs' key again (once: shared in the state)
 
 
-def test_parking_is_exact_under_churn_and_not_vacuous() -> None:
-    """A saturated fleet, a deep backlog of few shapes, finishes one at a time: pruned with parking and
-    exhaustive decide identically, and parking saves most examinations."""
-    pair = Pair(NO_PREEMPTION)
+def _churn_pair(policy: Path, priorities: tuple[int, ...] = (0,)) -> Pair:
+    """Three clusters, two queues, 200 jobs of four gang sizes (and the given priorities, in turn) in both engines."""
+    pair = Pair(policy)
     for name, cpu in (("a", 8000), ("b", 6000), ("c", 4000)):
         pair.both("upsert_cluster", lambda name=name, cpu=cpu: (Cluster(name, allocatable={CPU: cpu, MEMORY: 64 * GI}),))
     for q in ("q0", "q1"):
         pair.both("upsert_queue", lambda q=q: (Queue(q),))
     for i in range(200):
         j = _job(i, (1, 2, 3, 5)[i % 4], 2000, queue=f"q{i % 2}")
+        j.priority = priorities[i % len(priorities)]
         pair.both("submit", lambda j=j: (_copy(j),))
+    return pair
+
+
+def test_parking_is_exact_under_churn_and_not_vacuous() -> None:
+    """A saturated fleet, a deep backlog of few shapes, finishes one at a time: pruned with parking and
+    exhaustive decide identically, and parking saves most examinations."""
+    pair = _churn_pair(NO_PREEMPTION)
     pair.cycle()
     for _ in range(40):
         running = pair.admitted()
@@ -142,8 +150,6 @@ def test_parking_is_exact_on_random_churn(data: Any) -> None:
         pair.cycle()
 
 
-DEFAULT = ROOT / "policies" / "default.yaml"
-
 
 def test_a_capacity_refusal_under_a_preempt_stage_is_parked_with_its_victim_search() -> None:
     """Default policy (priority preemption, reclaim): the gangs' refusal also says 'no victim either' (every
@@ -164,15 +170,7 @@ def test_a_capacity_refusal_under_a_preempt_stage_is_parked_with_its_victim_sear
 def test_parking_under_preemption_is_exact_under_churn_and_not_vacuous() -> None:
     """The default policy on a saturated fleet with priorities (preemptions happen, victims leave before the
     next finish): pruned and exhaustive decide identically, and parked refusals save most examinations."""
-    pair = Pair(DEFAULT)
-    for name, cpu in (("a", 8000), ("b", 6000), ("c", 4000)):
-        pair.both("upsert_cluster", lambda name=name, cpu=cpu: (Cluster(name, allocatable={CPU: cpu, MEMORY: 64 * GI}),))
-    for q in ("q0", "q1"):
-        pair.both("upsert_queue", lambda q=q: (Queue(q),))
-    for i in range(200):
-        j = _job(i, (1, 2, 3, 5)[i % 4], 2000, queue=f"q{i % 2}")
-        j.priority = (0, 0, 0, 1, 2)[i % 5]
-        pair.both("submit", lambda j=j: (_copy(j),))
+    pair = _churn_pair(DEFAULT, priorities=(0, 0, 0, 1, 2))
     preempted = 0
     evicting: list[str] = []
     for _ in range(60):
