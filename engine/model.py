@@ -123,18 +123,18 @@ class Job:
     @cached_property
     def pods(self) -> Pods:
         """All replicas as (per-pod request, count): what must fit on nodes, not just in totals."""
-        return _pods((t.resources, t.replicas) for t in self.tasks)
+        return pods_of((t.resources, t.replicas) for t in self.tasks)
 
     @cached_property
     def min_pods(self) -> Pods:
         """The gang minimum as (per-pod request, count) (engine.core.nodefit packs it on nodes)."""
-        return _pods((t.resources, t.min_available) for t in self.tasks)
+        return pods_of((t.resources, t.min_available) for t in self.tasks)
 
     def placed_pods(self, cluster: str) -> Pods:
         """Pods this job's placement puts on ``cluster``."""
         by_task = {t.name: t for t in self.tasks}
         placed = (self.placement or {}).get(cluster, {})
-        return _pods((by_task[name].resources, n) for name, n in placed.items() if name in by_task)
+        return pods_of((by_task[name].resources, n) for name, n in placed.items() if name in by_task)
 
     def placed_demand(self, cluster: str) -> Resources:
         """Resources this job's placement puts on ``cluster``."""
@@ -163,7 +163,9 @@ class Cluster:
     node_shapes: Optional[NodeShapes] = None   # nodes by resource-model grade (None: no models, totals only)
 
 
-def _pods(parts: Any) -> Pods:
+def pods_of(parts: Any) -> Pods:
+    """(per-pod request, count) pairs in canonical form: zero amounts and counts dropped, equal shapes merged,
+    sorted (what ``Job.pods``/``min_pods`` hold, and what ``FleetState.fits_tasks`` memoises by)."""
     merged: dict[tuple[tuple[str, int], ...], int] = {}
     for resources, count in parts:
         if count > 0:

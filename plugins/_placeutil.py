@@ -242,30 +242,16 @@ def _node_scores(job: Job, clusters: Sequence[Any], state: Any, weights: Mapping
     if minimum != demand:
         least = [(n, w, minimum[n]) for n, w in resource_weights(minimum, weights).items()]
         fits_least = state.fits_tasks_on(job.min_pods)
-    whole_weight = sum(w for _, w, _ in whole)
-    least_weight = sum(w for _, w, _ in least) if least is not None else 0
     free_of = state.free
     out: list[Optional[int]] = []
     for cluster in clusters:
         name = cluster.name
         if fits_whole(name):
-            request, total_weight = whole, whole_weight
+            out.append(_utilisation(whole, free_of(name), cluster.allocatable))
         elif fits_least is not None and least is not None and fits_least(name):
-            request, total_weight = least, least_weight
+            out.append(_utilisation(least, free_of(name), cluster.allocatable))
         else:
             out.append(None)
-            continue
-        free, allocatable = free_of(name), cluster.allocatable
-        score = 0
-        for resource, weight, want in request:      # inlined _utilisation: this loop runs per (job, cluster)
-            have = free.get(resource, 0)
-            cap = allocatable.get(resource, 0)
-            if want > have or cap <= 0:
-                out.append(None)
-                break
-            score += weight * ((cap - have + want) * 100 // cap)
-        else:
-            out.append(score // total_weight if total_weight else 0)
     return out
 
 

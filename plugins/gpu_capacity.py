@@ -20,8 +20,7 @@ from typing import Any, Hashable, Optional
 
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
-from engine.core.nodefit import Vector, vector
-from engine.model import Cluster, Job, Pods, Refusal
+from engine.model import Cluster, Job, Pods, Refusal, pods_of
 from engine.plugin import Plugin
 from engine.resources import Resources, fits, format_resources
 from plugins._placeutil import ReasonCache, configure
@@ -105,7 +104,7 @@ class GpuCapacity(Plugin):
             if not pods:
                 pods = tuple((g, 1) for g in [min((g for g in (self.gpus(t.resources) for t in job.tasks) if g),
                                                   key=lambda g: sorted(g.items()), default={})] if g)
-            cached = self._gpu_pods[job.shape] = (pods, _canonical(pods))
+            cached = self._gpu_pods[job.shape] = (pods, pods_of(pods))
         return cached
 
     def _fits_here(self, job: Job, minimum: Resources, state: FleetState, cluster: str) -> bool:
@@ -231,15 +230,6 @@ class GpuCapacity(Plugin):
                 out[cluster.name] = (f"{format_resources(minimum)} free in total but not on its nodes "
                                      f"(GPU pods: {', '.join(f'{n} x {format_resources(g)}' for g, n in self.gpu_pods(job))})")
         return out
-
-
-def _canonical(pods: tuple[tuple[Resources, int], ...]) -> Pods:
-    """(per-pod request, count) pairs as ``Job.min_pods`` holds them: sorted pairs, equal shapes merged."""
-    merged: dict[Vector, int] = {}
-    for per_pod, count in pods:
-        key = vector(per_pod)
-        merged[key] = merged.get(key, 0) + count
-    return tuple(sorted(merged.items()))
 
 
 PLUGINS = [GpuCapacity]
