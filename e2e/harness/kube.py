@@ -48,6 +48,14 @@ class Kube:
         self._opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=self._ctx),
                                                    urllib.request.ProxyHandler({}))
 
+    @property
+    def ssl_context(self) -> ssl.SSLContext:
+        """The TLS context trusting the fleet CA (for clients other than this one, e.g. an asyncio load)."""
+        return self._ctx
+
+    def auth_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._token}", "Accept": "application/json"}
+
     def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
                 timeout: float = 15.0) -> Any:
         data = None

@@ -1,8 +1,9 @@
 """Measurement (not a pass/fail timing gate): how fast bindings get scheduled on the real fleet, with and
 without Atoll, under the same load.
 
-Load: ATOLL_BENCH_COUNT (default 300) ResourceBindings POSTed at ATOLL_BENCH_RATE per second (default 50) for
-batch Jobs that already exist, as Karmada's detector would create them. A watch opened before the load stamps
+Load: ATOLL_BENCH_COUNT (default 300) ResourceBindings POSTed at ATOLL_BENCH_RATES per second (default 50 and 200)
+for batch Jobs that already exist, as Karmada's detector would create them; open loop over ATOLL_BENCH_CLIENTS
+kept-alive connections (bench_support.post_at_rate). A watch opened before the load stamps
 when each binding is first seen Scheduled=True; create -> Scheduled runs from the moment its POST was sent.
 - plain Karmada: no webhook, no controller; karmada-scheduler takes each binding as it arrives;
 - Atoll: the webhook pauses each binding at CREATE, the controller admits and resumes it, karmada-scheduler
@@ -23,7 +24,7 @@ import pytest
 
 from e2e.conftest import FleetHandle
 from e2e.harness.kube import Kube
-from e2e.tests.bench_support import ScheduledWatch, latency, post_at_rate
+from e2e.tests.bench_support import CpuMeter, ScheduledWatch, latency, post_at_rate
 from e2e.tests.controller_support import PAUSED, annotations_of, atoll, job
 from e2e.tests.support import POLICY_API, RB_API, delete, until
 from engine.kube.plan import parse_stamp
@@ -34,7 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 RATE = float(os.environ.get("ATOLL_BENCH_RATE", "50"))                 # the detector run
 RATES = [float(r) for r in os.environ.get("ATOLL_BENCH_RATES", "50,200").split(",")]
 COUNT = int(os.environ.get("ATOLL_BENCH_COUNT", "300"))
-CLIENTS = int(os.environ.get("ATOLL_BENCH_CLIENTS", "32"))       # concurrent creating clients
+CLIENTS = int(os.environ.get("ATOLL_BENCH_CLIENTS", "32"))       # the load generator's kept-alive connections
 TIMEOUT = 300 + 2 * COUNT / 50         # a deadline, generous: karmada-scheduler took 4-10 bindings/s here
 MODES = ("karmada", "gate", "bind")
 MODE_TEXT = {"karmada": "plain Karmada, bindings POSTed directly",
@@ -76,14 +77,18 @@ def binding_for(name: str, uid: str, ns: str, members: list[str], scheduler: str
                      "replicas": 1, "placement": {"clusterAffinity": {"clusterNames": members}, **DIVIDED}}}
 
 
-def bindings_scheduled(host: Kube, ns: str, jobs: dict[str, str], members: list[str], rate: float,
+def bindings_scheduled(fleet: FleetHandle, host: Kube, ns: str, jobs: dict[str, str], rate: float,
                        scheduler: str = "default-scheduler") -> dict[str, Any]:
     """POST a binding per Job at ``rate``; wait until every one is Scheduled and its Work applied in a member;
-    report rates, create -> Scheduled and create -> dispatched (FullyApplied=True)."""
+    report rates, create -> Scheduled and create -> dispatched (FullyApplied=True), and where the machine's CPU
+    went from the first POST until the last binding was Scheduled."""
     watch = ScheduledWatch(host, ns)
-    bodies = {f"{name}-job": binding_for(name, uid, ns, members, scheduler) for name, uid in sorted(jobs.items())}
+    bodies = {f"{name}-job": binding_for(name, uid, ns, fleet.members, scheduler)
+              for name, uid in sorted(jobs.items())}
+    meter = CpuMeter(fleet.info.state_dir)
     sent, created_in = post_at_rate(host, f"{RB_API}/namespaces/{ns}/resourcebindings", bodies, rate, CLIENTS)
     seen = watch.wait_all(set(bodies), TIMEOUT)
+    cpu = meter.cores()
     applied = watch.wait_all(set(bodies), TIMEOUT, "FullyApplied")
     watch.stop()
     start = min(sent.values())
@@ -91,7 +96,8 @@ def bindings_scheduled(host: Kube, ns: str, jobs: dict[str, str], members: list[
             "scheduled_per_s": round(COUNT / (max(seen.values()) - start), 1),
             "create_to_scheduled_s": latency([seen[name] - sent[name] for name in bodies]),
             "dispatched_per_s": round(COUNT / (max(applied.values()) - start), 1),
-            "create_to_dispatched_s": latency([applied[name] - sent[name] for name in bodies])}
+            "create_to_dispatched_s": latency([applied[name] - sent[name] for name in bodies]),
+            "cpu_cores_until_scheduled": cpu}
 
 
 def pause_to_resume(host: Kube, ns: str) -> dict[str, Any]:
@@ -131,7 +137,7 @@ def summary(fleet: FleetHandle) -> Iterator[dict[tuple[str, float], dict[str, An
             rows.append({"rate": rate, "mode": mode, "created_per_s": res["achieved_create_rate_per_s"],
                          "scheduled_per_s": res["scheduled_per_s"], "x_plain": ratio, "p50_s": cts["p50"],
                          "p95_s": cts["p95"], "dispatched_p50_s": res.get("create_to_dispatched_s", {}).get("p50"),
-                         "load": res.get("load")})
+                         "load": res.get("load"), "cpu": res.get("cpu_cores_until_scheduled")})
     text = "\n".join(json.dumps(r) for r in rows)
     print(f"\nthroughput summary (create -> Scheduled; x_plain = scheduled/s over plain Karmada's at that rate):\n{text}")
     (fleet.info.state_dir / "controller-bench-summary.json").write_text(json.dumps(rows, indent=2))
@@ -154,10 +160,10 @@ def test_scheduled_at_rate(mode: str, rate: float, fleet: FleetHandle, host: Kub
     jobs = create_jobs(host, ns)           # before the controller starts: it is ready once its caches hold them
     load = round(os.getloadavg()[0], 1)
     if mode == "karmada":
-        result = bindings_scheduled(host, ns, jobs, fleet.members, rate)
+        result = bindings_scheduled(fleet, host, ns, jobs, rate)
     else:
         with atoll(fleet.info, tmp_path, mode_policy(mode)) as (_, ctl, _cm):
-            result = bindings_scheduled(host, ns, jobs, fleet.members, rate,
+            result = bindings_scheduled(fleet, host, ns, jobs, rate,
                                         scheduler="atoll" if mode == "bind" else "default-scheduler")
             result.update(pause_to_resume(host, ns))
             assert ctl.alive()
