@@ -25,7 +25,7 @@ class CpuMeter:
     """Where the machine's CPU went while a measurement ran, from /proc (Linux): the fleet's processes, this
     test process (load generator and watch), its children (Atoll's webhook and controller), and everything else
     on the machine (other people's work on a shared box), in cores (CPU seconds / wall seconds). On 2 cores a
-    number means little without this: the same run gave create -> Scheduled p50 0.24 s and 5.7 s depending on
+    number means little without this: the same 50/s bind load gave create -> Scheduled p50 0.24 s and 5.7 s depending on
     what else ran."""
 
     def __init__(self, state_dir: Path) -> None:
