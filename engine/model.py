@@ -266,5 +266,6 @@ class CycleResult:
     admitted: list[Admission] = field(default_factory=list)
     reasons: dict[str, str] = field(default_factory=dict)    # job id -> new pending reason (changes only)
     examined: int = 0                                         # jobs the cycle looked at (O(changes) check)
+    quiet: int = 0          # queue turns passed without a look at each group: all held (engine.core.idle)
     full: bool = False                                        # whether the whole backlog was re-examined
     preemptions: list[Preemption] = field(default_factory=list)

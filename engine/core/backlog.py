@@ -40,23 +40,29 @@ RangeBlock = Callable[["Group", Refusal, Entry, Optional[Entry]], None]
 class Group:
     """The pending jobs of one queue with one verdict key, in order."""
 
-    __slots__ = ("queue", "key", "shared", "entries", "reason", "parked")
+    __slots__ = ("queue", "key", "shared", "shape", "entries", "head", "reason", "parked", "counted", "searches")
 
-    def __init__(self, queue: str, key: Hashable, shared: bool) -> None:
+    def __init__(self, queue: str, key: Hashable, shared: bool, shape: Hashable) -> None:
         self.queue = queue
         self.key = key
         self.shared = shared             # False: a group of one job, whose refusals are never handed on
+        self.shape = shape               # its jobs' Job.shape (the verdict key includes it)
         self.entries: SortedList = SortedList()
+        self.head: Optional[Entry] = None      # entries[0], kept (a SortedList index is slow)
         self.reason: Optional[str] = ""  # the pending reason all its jobs have; None when they differ
         self.parked: Optional[tuple[Signature, Refusal]] = None   # refused while these reads had these values
+        self.counted: Optional[Signature] = None   # its signature, while counted in engine.core.idle's QueueReads
+        self.searches: Signature = ()               # the victim searches' part of it
 
 
 class Backlog:
-    """queue -> verdict key -> Group, and job id -> Group."""
+    """queue -> verdict key -> Group, and job id -> Group; per queue, its groups by job shape."""
 
     def __init__(self) -> None:
         self.queues: dict[str, dict[Hashable, Group]] = {}
+        self.shapes: dict[str, dict[Hashable, dict[Group, None]]] = {}
         self._group_of: dict[str, Group] = {}
+        self.changed: Callable[[Group], None] = lambda group: None  # a group's jobs changed (engine.core.idle)
 
     def add(self, job: Job, key: Optional[Hashable]) -> None:
         shared = key is not None
@@ -64,30 +70,46 @@ class Backlog:
         groups = self.queues.setdefault(job.queue, {})
         group = groups.get(gkey)
         if group is None:
-            group = groups[gkey] = Group(job.queue, gkey, shared)
+            group = groups[gkey] = Group(job.queue, gkey, shared, job.shape)
             group.reason = job.pending_reason
-        elif group.reason != job.pending_reason:
-            group.reason = None
-        group.entries.add((job.sort_key, job.seq, job.id))
+            self.shapes.setdefault(job.queue, {}).setdefault(job.shape, {})[group] = None
+        else:
+            self.changed(group)
+            if group.reason != job.pending_reason:
+                group.reason = None
+        entry = (job.sort_key, job.seq, job.id)
+        group.entries.add(entry)
+        if group.head is None or entry < group.head:
+            group.head = entry
         self._group_of[job.id] = group
 
     def remove(self, job: Job) -> None:
         group = self._group_of.pop(job.id, None)
         if group is None:
             return
-        group.entries.discard((job.sort_key, job.seq, job.id))
+        entry = (job.sort_key, job.seq, job.id)
+        group.entries.discard(entry)
+        if entry == group.head:
+            group.head = group.entries[0] if group.entries else None
         if not group.entries:
+            self.changed(group)
             groups = self.queues.get(group.queue)
             if groups is not None and groups.get(group.key) is group:
                 del groups[group.key]
+                by_shape = self.shapes[group.queue]
+                del by_shape[group.shape][group]
+                if not by_shape[group.shape]:
+                    del by_shape[group.shape]
                 if not groups:
                     del self.queues[group.queue]
+                    del self.shapes[group.queue]
 
     def group(self, job_id: str) -> Optional[Group]:
         return self._group_of.get(job_id)
 
     def clear(self) -> None:
         self.queues.clear()
+        self.shapes.clear()
         self._group_of.clear()
 
     def __contains__(self, job_id: str) -> bool:
@@ -99,13 +121,22 @@ class QueueWalk:
 
     def __init__(self, groups: Iterable[Group], version: int, block_range: RangeBlock,
                  bound: Optional[Entry] = None) -> None:
-        self._heap: list[tuple[Entry, Group]] = [(g.entries[0], g) for g in groups if g.entries]
+        self._heap: list[tuple[Entry, Group]] = [(g.head, g) for g in groups if g.head is not None]
         heapq.heapify(self._heap)
         self._version = version
         self._block_range = block_range
         self._refused: list[tuple[Group, Entry, Refusal]] = []
         self._last: Optional[Entry] = None
         self._bound = bound              # the last job the walk may reach (policy lookback); None: all
+
+    def passed(self, groups: list[Group]) -> None:
+        """The walk as it is after ``take`` and ``examined`` with its parked refusal for the head of each of
+        ``groups``, in order: the groups of the queue before those of this walk (Engine._pass_quiet)."""
+        for group in groups:
+            assert group.parked is not None and group.head is not None
+            self._refused.append((group, group.head, group.parked[1]))
+        if groups:
+            self._last = groups[-1].head
 
     def peek(self, version: int) -> Optional[tuple[Entry, Group]]:
         """What ``take`` returns next, without taking it (None: the queue is done). The jobs of refused
@@ -183,6 +214,11 @@ class Parking:
 
 
 class Source(Protocol):
+    whole: bool                         # the queue's whole backlog (a full cycle's source)
+    fresh: bool                         # nothing taken yet
+    quiet: Hashable                     # the state in which every group of the queue holds (Engine._quiet_now)
+    looked: Hashable                    # the state in which that was last asked
+
     def take(self) -> Optional[Job]: ...
 
     def examined(self, job: Job, refusal: Optional[Refusal]) -> None: ...
@@ -192,19 +228,47 @@ class Source(Protocol):
 class WalkSource:
     """A queue's whole backlog, walked by verdict key (see engine.core.backlog.QueueWalk)."""
 
-    def __init__(self, engine: "Engine", walk: QueueWalk, now: float) -> None:
+    whole = True                        # the queue's whole backlog (Engine._quiet_now may pass it without a walk)
+    quiet: Hashable = None              # the state (Engine._version) in which every group of the queue holds
+    looked: Hashable = None             # the state in which that was last asked
+
+    def __init__(self, engine: "Engine", queue: str, bound: Optional[Entry], now: float) -> None:
         self.engine = engine
-        self.walk = walk
+        self.queue = queue
+        self.bound = bound
         self.now = now
         self.current: Optional[tuple[Entry, Group]] = None
         self.parking = Parking(engine)
+        self.fresh = True               # nothing taken yet
+        self._walk: Optional[QueueWalk] = None
+
+    @property
+    def walk(self) -> QueueWalk:
+        """Built when first needed: most queues of a saturated fleet are passed whole (Engine._quiet_now)."""
+        if self._walk is None:
+            self.resume([], self.engine._backlog.queues.get(self.queue, {}).values())
+            assert self._walk is not None
+        return self._walk
+
+    def resume(self, passed: list[Group], rest: Iterable[Group]) -> None:
+        """Build the walk as it is once the groups ``passed`` (the queue's first, by head) were each handed
+        their parked refusal; ``rest``: the queue's other groups."""
+        engine = self.engine
+        self._walk = QueueWalk(rest, engine._admissions, engine._block_range, self.bound)
+        self._walk.passed(passed)
+        if passed:
+            self.fresh = False
 
     def peek(self) -> Optional[Job]:
         """The next job ``take`` examines, or the next one of a parked group (``skip`` takes it). The jobs of
         groups refused in this state are passed over: exact for queue keys that depend on the candidate
         only through its shape (see Engine._serve_by_candidate)."""
-        top = self.walk.peek(self.engine._admissions)
-        return None if top is None else self.engine.state.jobs[top[0][2]]
+        engine = self.engine
+        if self._walk is None:          # nothing taken or refused yet: the queue's first job
+            entries = engine._pending.get(self.queue)
+            return engine.state.jobs[entries[0][2]] if entries else None
+        top = self._walk.peek(engine._admissions)
+        return None if top is None else engine.state.jobs[top[0][2]]
 
     def skip(self) -> bool:
         """Take the next job if its group is parked with reads unchanged (it gets the parked refusal)."""
@@ -213,15 +277,17 @@ class WalkSource:
         if top is None:
             return False
         entry, group = top
-        refusal = engine._still_parked(group, engine.state.jobs[entry[2]])
+        refusal = self._parked(group, engine.state.jobs[entry[2]])
         if refusal is None:
             return False
+        self.fresh = False
         walk.take(engine._admissions)
         walk.examined(entry, group, refusal)
         return True
 
     def take(self) -> Optional[Job]:
         engine, walk = self.engine, self.walk
+        self.fresh = False
         while True:
             self.current = walk.take(engine._admissions)
             if self.current is None:
@@ -229,10 +295,21 @@ class WalkSource:
                 return None
             entry, group = self.current
             job = engine.state.jobs[entry[2]]
-            refusal = engine._still_parked(group, job)
+            refusal = self._parked(group, job)
             if refusal is None:
                 return job
             walk.examined(entry, group, refusal)     # its reads are unchanged: the same refusal, no pipeline
+
+    def _parked(self, group: Group, job: Job) -> Optional[Refusal]:
+        """The group's parked refusal when it holds now; while the queue is quiet in this state
+        (Engine._quiet_now), a counted group holds without a look at its plain reads."""
+        engine = self.engine
+        parked = group.parked
+        if group.counted is not None and parked is not None and self.quiet is not None \
+                and self.quiet == engine._version() and job.nominated is None and job.not_before <= self.now \
+                and engine._quiet.holds(group):
+            return parked[1]
+        return engine._still_parked(group, job)
 
     def examined(self, job: Job, refusal: Optional[Refusal]) -> None:
         assert self.current is not None
@@ -248,6 +325,11 @@ class ListSource:
     ``peek`` shows the next job without taking it (the queue's ``candidate`` for its order key) and
     ``skip`` takes it only when its refusal is known that way, so a caller re-keying the queue after
     every job sees each one, exactly the jobs and in the order ``take`` alone would go through."""
+
+    whole = False                       # True: the queue's whole backlog (Engine._sources, full cycles)
+    fresh = True                        # nothing taken yet
+    quiet: Hashable = None              # as WalkSource's
+    looked: Hashable = None
 
     def __init__(self, engine: "Engine", jobs: Iterator[Job], now: float, memo: bool = True) -> None:
         self.engine = engine
@@ -298,11 +380,13 @@ class ListSource:
         if refusal is None:
             self._checked = job
             return False
+        self.fresh = False
         self._next()
         self.engine._block(job, refusal, self.engine._result)
         return True
 
     def take(self) -> Optional[Job]:
+        self.fresh = False
         if not self.keyed:
             return self._next()
         while True:

@@ -12,6 +12,7 @@ from typing import Hashable, Optional
 
 from sortedcontainers import SortedList
 
+from engine.core.idle import QueueReads
 from engine.core.backlog import Backlog, Entry, Group
 from engine.core.nomination import Preemptions
 from engine.core.state import FleetState
@@ -31,6 +32,7 @@ class PendingBooks:
     _timers: list[tuple[float, str]]
     _preempt: Preemptions
     _reads: Reads
+    _quiet: QueueReads
 
     def _block(self, job: Job, refusal: Refusal, result: CycleResult) -> None:
         job.blocked_epoch = self.state.capacity_epoch
@@ -39,6 +41,7 @@ class PendingBooks:
             result.reasons[job.id] = refusal.reason
             group = self._backlog.group(job.id) if self._keyed else None
             if group is not None and group.reason != refusal.reason:
+                self._quiet.remove(group)
                 group.reason = refusal.reason if len(group.entries) == 1 else None
         if refusal.retry_at is not None:
             heapq.heappush(self._timers, (refusal.retry_at, job.id))
@@ -59,11 +62,14 @@ class PendingBooks:
             if job.pending_reason != text:
                 job.pending_reason = text
                 reasons[job_id] = text
+        self._quiet.remove(group)
         group.reason = text if upto is None and since <= entries[0] else None
 
     def _park(self, group: Group, job: Job, shared: Optional[Refusal]) -> None:
         """After an examination: a shared refusal that no state change but one of its reads can lift is
-        parked with their values (engine.core.wake); anything else unparks the group."""
+        parked with their values (engine.core.wake), and counted for its queue (engine.core.idle); anything
+        else unparks the group."""
+        self._quiet.remove(group)
         search: Optional[tuple[Hashable, ...]] = ()
         if shared is not None and shared.capacity and self.pipeline.has_preempt:
             search = self._preempt.wake_reads(job)        # with its parked victim search (engine.core.searchwake)
@@ -75,6 +81,7 @@ class PendingBooks:
             group.parked = None
             return
         group.parked = (self._reads.signature(engine_reads(job) + declared + search), shared)
+        self._quiet.add(group)
 
     def _still_parked(self, group: Group, job: Job) -> Optional[Refusal]:
         """The group's parked refusal when ``job`` (one of its jobs) would get it now without asking."""
@@ -82,8 +89,10 @@ class PendingBooks:
         if parked is None or job.nominated is not None or job.not_before > self.state.now:
             return None
         if not self._reads.holds(parked[0]):
+            self._quiet.remove(group)
             group.parked = None
             return None
+        self._quiet.add(group)                  # counted again for its queue once its jobs all show the refusal
         return parked[1]
 
     def _shares(self, job: Job, refusal: Optional[Refusal], now: float) -> Optional[Refusal]:

@@ -28,10 +28,12 @@ from typing import Hashable, Iterator, Optional, cast
 
 from sortedcontainers import SortedList
 
+from engine.core.idle import QueueReads
 from engine.core.nomination import Preemptions
 from engine.core.lifecycle import JobLifecycle
 from engine.core.pending import PendingBooks
-from engine.core.backlog import Backlog, ListSource, QueueWalk, Source, WalkSource
+from engine.core.turns import QueueTurns
+from engine.core.backlog import Backlog, Entry, Group, ListSource, Source, WalkSource
 from engine.core.state import FleetState
 from engine.core.wake import Reads
 from engine.model import Admission, Cluster, CycleResult, Job, JobState, Placement, Queue, Refusal
@@ -41,7 +43,7 @@ from engine.resources import fits, format_resources
 _IndexEntry = tuple[tuple, int, str]
 
 
-class Engine(JobLifecycle, PendingBooks):
+class Engine(JobLifecycle, PendingBooks, QueueTurns):
     """Owns a FleetState and a Pipeline; adapters call its methods and carry out CycleResults."""
 
     def __init__(self, pipeline: Pipeline, state: Optional[FleetState] = None, exhaustive: bool = False) -> None:
@@ -62,14 +64,17 @@ class Engine(JobLifecycle, PendingBooks):
         # candidate only through its shape (hookspec atoll_queue_order), so jobs of one shape share it
         self._queue_keys: dict[str, dict[Hashable, tuple[int, tuple]]] = {}
         # parked keys' reads (engine.core.wake); new victim candidates count as a change (engine.core.searchwake)
-        self._reads = Reads(self.state, lambda: (self.state.changes, self._preempt.log_end()))
+        self._reads = Reads(self.state, self._version)
         self._preempt = Preemptions(self.state, pipeline, None if exhaustive else self._reads)   # victims, nominations
+        self._quiet = QueueReads(self.state, self._reads)    # per queue, its parked groups' reads (engine.core.idle)
+        self._backlog.changed = self._quiet.remove
 
     # -- policy ----------------------------------------------------------------------
     def set_pipeline(self, pipeline: Pipeline) -> None:
         """Switch policy: every waiting or rejected job is enqueued and keyed again."""
         self.pipeline = pipeline
         self._keyed = not self.exhaustive and pipeline.declares_verdict_keys
+        self._quiet.clear()
         self._backlog.clear()
         self._pending.clear()
         self._queue_keys.clear()
@@ -113,64 +118,8 @@ class Engine(JobLifecycle, PendingBooks):
         if self.pipeline.queue_order_candidate:
             self._serve_by_candidate(cast(dict[str, "ListSource | WalkSource"], sources), now, result)
             return result
-        heap: list[tuple[tuple, str]] = [(self._queue_key(name), name) for name in sources]
-        heapq.heapify(heap)
-        while heap:
-            key, name = heap[0]
-            fresh = self._queue_key(name)
-            if fresh != key:                      # usage changed since pushed: re-queue lazily
-                heapq.heapreplace(heap, (fresh, name))
-                continue
-            # A refusal changes no queue's key, so this queue stays first: keep taking its jobs until
-            # one is admitted (then its key, and maybe the order, change) or it has none left.
-            admissions = self._admissions
-            source = sources[name]
-            while True:
-                job = source.take()
-                if job is None:
-                    heapq.heappop(heap)
-                    break
-                result.examined += 1
-                source.examined(job, self._examine(job, now, result))
-                if self._admissions != admissions:
-                    heapq.heapreplace(heap, (self._queue_key(name), name))
-                    break
+        self._serve_by_key(sources, now, result)
         return result
-
-    def _serve_by_candidate(self, sources: dict[str, "ListSource | WalkSource"], now: float,
-                            result: CycleResult) -> None:
-        """The cycle's loop when a queue's key depends on its next job (``atoll_queue_order``'s
-        ``candidate``): after every job taken from a queue, refused or not, the queue is keyed again
-        with its new next job, so the queue with the smallest key *after* its next job is served
-        (progressive filling).
-
-        Exact with the pruning: a parked job (its refusal known from its unchanged reads) is still
-        taken on its own (``skip``) after its queue was keyed by it. Jobs of a group refused earlier in
-        the same state (no admission since) are passed over without keying the queue by each: the key
-        depends on the candidate only through its shape, the same for the whole group, and the group's
-        first refusal in this state was taken with that key below every other queue's. A queue's
-        stored key only changes when its turn ends, and then it is above the key of the queue served
-        next, so every other queue's key stays above the group's: the exhaustive engine, keying by
-        each of those jobs, would keep serving the queue through them too."""
-        heap: list[tuple[tuple, str]] = [(self._queue_key(name, sources[name].peek()), name) for name in sources]
-        heapq.heapify(heap)
-        while heap:
-            key, name = heap[0]
-            source = sources[name]
-            fresh = self._queue_key(name, source.peek())
-            if fresh != key:                      # usage or next job changed since pushed: re-queue lazily
-                if (len(heap) > 1 and heap[1][0] < fresh) or (len(heap) > 2 and heap[2][0] < fresh):
-                    heapq.heapreplace(heap, (fresh, name))
-                    continue
-                heap[0] = (fresh, name)           # still below both children: first, without a heap step
-            if source.skip():                     # a refusal known without the pipeline: next job
-                continue
-            job = source.take()
-            if job is None:
-                heapq.heappop(heap)
-                continue
-            result.examined += 1
-            source.examined(job, self._examine(job, now, result))
 
     def _sources(self, full: bool, now: float) -> dict[str, Source]:
         """Per queue, the jobs this cycle examines, in order: a QueueWalk by verdict key over the whole
@@ -188,15 +137,17 @@ class Engine(JobLifecycle, PendingBooks):
             if not entries:
                 continue
             groups = groups_of.get(q, {})
+            source: "WalkSource | ListSource"
             if len(entries) >= 4 * len(groups):
                 bound = entries[lookback - 1] if 0 < lookback < len(entries) else None
-                walk = QueueWalk(groups.values(), self._admissions, self._block_range, bound)
-                sources[q] = WalkSource(self, walk, now)
+                source = WalkSource(self, q, bound, now)      # its walk is built when the queue is served
             else:
                 head = entries.islice(0, lookback) if lookback else entries
                 # nearly every job a key of its own: the memo would rarely hit, skip its bookkeeping
                 memo = 5 * len(groups) < 4 * len(entries)
-                sources[q] = ListSource(self, iter([jobs[e[2]] for e in head]), now, memo)
+                source = ListSource(self, iter([jobs[e[2]] for e in head]), now, memo)
+            source.whole = True                  # the queue's whole backlog: passed whole when quiet (_quiet_now)
+            sources[q] = source
         return sources
 
     def _behind_lookback(self, lookback: int) -> None:
@@ -225,20 +176,6 @@ class Engine(JobLifecycle, PendingBooks):
             if job is not None and job.state is JobState.PENDING:
                 by_queue.setdefault(job.queue, []).append(job)
         return {q: iter(sorted(js, key=lambda j: (j.sort_key, j.seq))) for q, js in by_queue.items()}
-
-    def _queue_key(self, name: str, candidate: Optional[Job] = None) -> tuple:
-        shape = None if candidate is None else candidate.shape
-        keys = self._queue_keys.get(name)
-        if keys is None:
-            keys = self._queue_keys[name] = {}
-        cached = keys.get(shape)
-        if cached is not None and cached[0] == self._admissions:
-            return cached[1]
-        queue = self.state.queues.get(name)
-        key = join_keys(self.pipeline.queue_order_positional(queue, self.state, candidate)) if queue else ()
-        key = (0 if queue else 1, key, name)    # unknown queues last; name breaks ties deterministically
-        keys[shape] = (self._admissions, key)
-        return key
 
     def _examine(self, job: Job, now: float, result: CycleResult) -> Optional[Refusal]:
         """Admit ``job`` or keep it pending. Returns the refusal when it stays pending with nothing

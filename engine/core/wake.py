@@ -63,6 +63,14 @@ class Reads:
         value = values[read] = self._compute(read)
         return value
 
+    def current(self) -> dict[Hashable, Hashable]:
+        """The values cached in the current state (read -> value; ``value`` fills in the others)."""
+        version = self._version()
+        if version != self._seen:
+            self._seen = version
+            self._values.clear()
+        return self._values
+
     def signature(self, reads: tuple[Hashable, ...]) -> Signature:
         """(read, value) of each distinct read (plugins often declare the same one: each is checked once)."""
         value = self.value

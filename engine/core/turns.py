@@ -1,0 +1,227 @@
+"""Whose turn: the cycle's loops over the queue heap (a mixin of ``Engine``: same state, own idea).
+
+A cycle serves queues in the order of their ``atoll_queue_order`` keys, a heap re-keyed lazily. With keys that do
+not read the queue's next job (``_serve_by_key``), a queue keeps its turn through refusals until one of its jobs is
+admitted; with keys that do (``candidate``, progressive filling: ``_serve_by_candidate``), the queue is keyed again
+after every job. Queue keys are cached per candidate shape until the next admission (``_queue_key``).
+
+Both loops pass *quiet* queues without a look at each group (engine.core.idle): when every group of the queue is
+parked and holds in the state of the moment, a queue not started yet changes nothing by its turn and is passed
+whole, and the candidate loop steps through a quiet queue's groups by their heads and shapes only
+(``_pass_quiet``), exactly where the job-by-job loop would stop.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Callable, Hashable, Optional
+
+from engine.core.backlog import Backlog, Entry, Group, ListSource, Source, WalkSource
+from engine.core.idle import QueueReads
+from engine.core.nomination import Preemptions
+from engine.core.state import FleetState
+from engine.core.wake import Reads
+from engine.model import CycleResult, Job, Refusal
+from engine.pipeline import Pipeline, join_keys
+
+
+class QueueTurns:
+    pipeline: Pipeline
+    state: FleetState
+    _backlog: Backlog
+    _quiet: QueueReads
+    _preempt: Preemptions
+    _admissions: int
+    _queue_keys: dict[str, dict[Hashable, tuple[int, tuple]]]
+    _examine: Callable[[Job, float, CycleResult], Optional[Refusal]]
+    _reads: Reads
+
+    def _serve_by_key(self, sources: dict[str, Source], now: float, result: CycleResult) -> None:
+        """The cycle's loop when queue keys do not read the queue's next job."""
+        heap: list[tuple[tuple, str]] = [(self._queue_key(name), name) for name in sources]
+        heapq.heapify(heap)
+        while heap:
+            key, name = heap[0]
+            fresh = self._queue_key(name)
+            if fresh != key:                      # usage changed since pushed: re-queue lazily
+                heapq.heapreplace(heap, (fresh, name))
+                continue
+            # A refusal changes no queue's key, so this queue stays first: keep taking its jobs until
+            # one is admitted (then its key, and maybe the order, change) or it has none left.
+            admissions = self._admissions
+            source = sources[name]
+            if source.fresh and self._quiet_now(name, source) and self._quiet.searches_hold(name):
+                # every job would be refused as it already shows: nothing to do
+                heapq.heappop(heap)
+                result.quiet += 1
+                continue
+            while True:
+                job = source.take()
+                if job is None:
+                    heapq.heappop(heap)
+                    break
+                result.examined += 1
+                source.examined(job, self._examine(job, now, result))
+                if self._admissions != admissions:
+                    heapq.heapreplace(heap, (self._queue_key(name), name))
+                    break
+
+    def _serve_by_candidate(self, sources: dict[str, "ListSource | WalkSource"], now: float,
+                            result: CycleResult) -> None:
+        """The cycle's loop when a queue's key depends on its next job (``atoll_queue_order``'s
+        ``candidate``): after every job taken from a queue, refused or not, the queue is keyed again
+        with its new next job, so the queue with the smallest key *after* its next job is served
+        (progressive filling).
+
+        Exact with the pruning: a parked job (its refusal known from its unchanged reads) is still
+        taken on its own (``skip``) after its queue was keyed by it. Jobs of a group refused earlier in
+        the same state (no admission since) are passed over without keying the queue by each: the key
+        depends on the candidate only through its shape, the same for the whole group, and the group's
+        first refusal in this state was taken with that key below every other queue's. A queue's
+        stored key only changes when its turn ends, and then it is above the key of the queue served
+        next, so every other queue's key stays above the group's: the exhaustive engine, keying by
+        each of those jobs, would keep serving the queue through them too."""
+        heap: list[tuple[tuple, str]] = [(self._queue_key(name, sources[name].peek()), name) for name in sources]
+        heapq.heapify(heap)
+        while heap:
+            key, name = heap[0]
+            source = sources[name]
+            fresh = self._queue_key(name, source.peek())
+            if fresh != key:                      # usage or next job changed since pushed: re-queue lazily
+                if (len(heap) > 1 and heap[1][0] < fresh) or (len(heap) > 2 and heap[2][0] < fresh):
+                    heapq.heapreplace(heap, (fresh, name))
+                    continue
+                heap[0] = (fresh, name)           # still below both children: first, without a heap step
+            if self._quiet_now(name, source):     # every group parked and holding now (engine.core.idle)
+                if source.fresh and self._served_through(name, heap) and self._quiet.searches_hold(name):
+                    heapq.heappop(heap)           # passed whole, as the loop below would, job by job
+                    result.quiet += 1
+                    continue
+                if isinstance(source, WalkSource):
+                    result.quiet += 1
+                    self._pass_quiet(name, source, heap)
+                    continue
+            if source.skip():                     # a refusal known without the pipeline: next job
+                continue
+            job = source.take()
+            if job is None:
+                heapq.heappop(heap)
+                continue
+            result.examined += 1
+            source.examined(job, self._examine(job, now, result))
+
+    def _version(self) -> tuple[int, int]:
+        """What parked reads are cached on: the state's changes and the victim candidates logged."""
+        return self.state.changes, self._preempt.log_end()
+
+    def _quiet_now(self, name: str, source: Source) -> bool:
+        """Whether every group of the queue is parked and holds now (engine.core.idle), asked at most once per
+        state for a source of the queue's whole backlog. A quiet queue's parked groups hand on their refusal
+        without a look at their reads while the state stays the same (``WalkSource.skip``); a fresh one,
+        passed whole, changes nothing: each job would get the refusal it already shows."""
+        if not source.whole:
+            return False
+        version = self._version()
+        if source.quiet == version:
+            return True
+        if source.looked == version:
+            return False
+        source.looked = version
+        if self._quiet.quiet(name, len(self._backlog.queues.get(name, ()))):
+            source.quiet = version
+            return True
+        return False
+
+    def _served_through(self, name: str, heap: list[tuple[tuple, str]]) -> bool:
+        """An idle queue at the top of the candidate loop's heap: whether the loop would serve it to its end.
+        It would while its key by each next job stays below both children's keys (nothing else changes while
+        it passes refusals), and its key depends on the job only through its shape: so when the key by every
+        shape among its groups is below them."""
+        if len(heap) == 1:
+            return True
+        bound = heap[1][0] if len(heap) == 2 else min(heap[1][0], heap[2][0])
+        jobs = self.state.jobs
+        for groups in self._backlog.shapes.get(name, {}).values():
+            group = next(iter(groups))
+            if self._queue_key(name, jobs[_head(group)[2]]) >= bound:
+                return False
+        return True
+
+    def _pass_quiet(self, name: str, source: WalkSource, heap: list[tuple[tuple, str]]) -> None:
+        """The candidate loop's steps through a quiet queue at the top of its heap, without their checks: it
+        keys the queue by each next group's shape and hands each group its parked refusal (all hold in this
+        state) until the key rises above a child's, or the queue ends. A queue not started yet is gone
+        through by its groups' heads in order, without building its walk's heap unless it stops midway."""
+        jobs, state = self.state.jobs, self.state
+        known, value = self._reads.current(), self._reads.value     # the state stays as it is while it passes
+        bound = None if len(heap) == 1 else heap[1][0] if len(heap) == 2 else min(heap[1][0], heap[2][0])
+        key = heap[0][0]
+        keys: dict[Hashable, tuple] = {}          # by shape: nothing changes while it passes refusals
+
+        def step(group: Group, job: Job) -> Optional[bool]:
+            """True: pass the group; False: its key ends the queue's turn; None: not one the check counted."""
+            nonlocal key
+            fresh = keys.get(group.shape)
+            if fresh is None:
+                fresh = keys[group.shape] = self._queue_key(name, job)
+            if fresh != key:
+                if bound is not None and bound < fresh:
+                    heapq.heapreplace(heap, (fresh, name))
+                    return False
+                key = fresh
+                heap[0] = (fresh, name)
+            if group.counted is None or group.parked is None or job.nominated is not None \
+                    or job.not_before > state.now:
+                source.quiet = None               # leave it to the loop's own checks (from this group on)
+                return None
+            for read, seen in group.searches:     # its victim searches, asked as the walk would: now
+                if (known[read] if read in known else value(read)) != seen:
+                    source.quiet = None
+                    return None
+            return True
+
+        if source.fresh and source._walk is None:
+            groups = sorted(self._backlog.queues.get(name, {}).values(), key=_head)
+            limit = source.bound
+            for i, group in enumerate(groups):
+                assert group.head is not None
+                if limit is not None and group.head > limit:
+                    break                         # behind the policy's lookback: the walk ends before it
+                if not step(group, jobs[group.head[2]]):
+                    source.resume(groups[:i], groups[i:])
+                    return
+            heapq.heappop(heap)                   # the queue is done: every job shows its group's refusal
+            return
+        walk, admissions = source.walk, self._admissions
+        while True:
+            top = walk.peek(admissions)
+            if top is None:
+                source.take()                     # the queue is done (its walk closes, its parking flushes)
+                heapq.heappop(heap)
+                return
+            entry, group = top
+            if not step(group, jobs[entry[2]]):
+                return
+            assert group.parked is not None       # step checked it
+            source.fresh = False
+            walk.take(admissions)
+            walk.examined(entry, group, group.parked[1])
+
+    def _queue_key(self, name: str, candidate: Optional[Job] = None) -> tuple:
+        shape = None if candidate is None else candidate.shape
+        keys = self._queue_keys.get(name)
+        if keys is None:
+            keys = self._queue_keys[name] = {}
+        cached = keys.get(shape)
+        if cached is not None and cached[0] == self._admissions:
+            return cached[1]
+        queue = self.state.queues.get(name)
+        key = join_keys(self.pipeline.queue_order_positional(queue, self.state, candidate)) if queue else ()
+        key = (0 if queue else 1, key, name)    # unknown queues last; name breaks ties deterministically
+        keys[shape] = (self._admissions, key)
+        return key
+
+
+def _head(group: Group) -> Entry:
+    assert group.head is not None
+    return group.head

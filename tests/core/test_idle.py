@@ -1,0 +1,134 @@
+"""Quiet queues (engine.core.idle): a queue whose groups are all parked and hold is passed without a look at each
+group, and the decisions stay exactly the exhaustive engine's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.core.backlog import WalkSource
+from engine.core.idle import QueueReads
+from engine.core.scheduler import Engine
+from engine.model import Cluster, JobState, Queue
+from engine.resources import CPU, MEMORY
+from tests.core.test_pruned_exact import Pair, _copy
+from tests.core.test_wake import DEFAULT, GI, NO_PREEMPTION, _job
+
+
+def _many_queues(policy: Any, queues: int = 8) -> Pair:
+    """Three clusters, ``queues`` queues of weights 1-3, 400 jobs of four gang sizes and three priorities."""
+    pair = Pair(policy)
+    for name, cpu in (("a", 8000), ("b", 6000), ("c", 4000)):
+        pair.both("upsert_cluster", lambda name=name, cpu=cpu: (Cluster(name, allocatable={CPU: cpu, MEMORY: 64 * GI}),))
+    for n in range(queues):
+        pair.both("upsert_queue", lambda n=n: (Queue(f"q{n}", weight=1 + n % 3),))
+    for i in range(400):
+        j = _job(i, (1, 2, 3, 5)[i % 4], (1000, 2000)[i % 7 % 2], queue=f"q{i * 7 % queues}")
+        j.priority = (0, 0, 1, 2)[i % 4]
+        pair.both("submit", lambda j=j: (_copy(j),))
+    return pair
+
+
+def _churn(pair: Pair, cycles: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Finish one running job per cycle (evicting the victims of the last one's preemptions); count what the
+    pruned engine passed quietly, and the turns of a quiet queue that ended midway and resumed."""
+    seen = {"quiet": 0, "resumed": 0}
+    resume = WalkSource.resume
+
+    def counting(self: WalkSource, passed: list[Any], rest: Any) -> None:
+        if passed:
+            seen["resumed"] += 1
+        resume(self, passed, rest)
+
+    monkeypatch.setattr(WalkSource, "resume", counting)
+    pair.cycle()
+    evicting: list[str] = []
+    for _ in range(cycles):
+        for victim in evicting:
+            pair.both("evicted", lambda victim=victim: (victim, pair.now, pair.now))
+        running = [j for j in pair.admitted() if pair.pruned.state.jobs[j].state is JobState.ADMITTED]
+        if running:
+            pair.both("finished", lambda job_id=running[len(running) // 3]: (job_id, True, pair.now))
+        pair.cycle()
+        evicting = [v for p in pair.pruned._result.preemptions for v in p.victims]
+        assert evicting == [v for p in pair.exhaustive._result.preemptions for v in p.victims]
+        seen["quiet"] += pair.pruned._result.quiet
+    return seen
+
+
+def _share_before(tmp_path: Path) -> Path:
+    """The default policy with drf's Volcano rule (``progressive: false``): queue keys that do not read the next
+    job, so the cycle's other loop (``Engine._serve_by_key``)."""
+    text = DEFAULT.read_text()
+    assert "progressive: true" in text
+    path = tmp_path / "share-before.yaml"
+    path.write_text(text.replace("progressive: true", "progressive: false"))
+    return path
+
+
+@pytest.mark.parametrize("policy", ["default", "no-preemption", "share-before"])
+def test_quiet_queues_are_passed_and_the_decisions_stay_exact(policy: str, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    path = {"default": DEFAULT, "no-preemption": NO_PREEMPTION}.get(policy) or _share_before(tmp_path)
+    pair = _many_queues(path)
+    assert pair.pruned.pipeline.queue_order_candidate is (policy != "share-before")
+    seen = _churn(pair, 60, monkeypatch)
+    assert pair.cycles > 60 and pair.shared > 2000
+    assert seen["quiet"] > 30           # not vacuous: queue turns passed without a look at each group
+    assert pair.exhaustive._result.quiet == 0
+
+
+def test_a_quiet_queue_stopped_midway_resumes_where_the_loop_would() -> None:
+    """Progressive drf keys a queue by its next job's shape: a quiet queue whose bigger shape would send it behind
+    another queue stops there (its walk resumes with the groups passed so far), exactly as job by job."""
+    pair = _many_queues(DEFAULT, queues=12)
+    stopped = 0
+    resume = WalkSource.resume
+
+    def counting(self: WalkSource, passed: list[Any], rest: Any) -> None:
+        nonlocal stopped
+        stopped += bool(passed)
+        resume(self, passed, rest)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(WalkSource, "resume", counting)
+        pair.cycle()
+        for _ in range(40):
+            running = [j for j in pair.admitted() if pair.pruned.state.jobs[j].state is JobState.ADMITTED]
+            if running:
+                pair.both("finished", lambda job_id=running[0]: (job_id, True, pair.now))
+            pair.cycle()
+    assert stopped > 0
+
+
+def _parked_group(engine: Engine, job_id: str) -> Any:
+    group = engine._backlog.group(job_id)
+    assert group is not None and group.parked is not None
+    return group
+
+
+def test_the_counts_follow_parking_and_every_read_is_compared() -> None:
+    engine = Engine(Pair(NO_PREEMPTION).pruned.pipeline)
+    engine.upsert_cluster(Cluster("a", allocatable={CPU: 4000, MEMORY: 64 * GI}))
+    engine.upsert_queue(Queue("q"))
+    engine.submit(_job(0, 2, 2000))
+    for i in range(1, 5):
+        engine.submit(_job(i, 3, 2000))           # 6 cpu: never fits a 4-cpu cluster
+    engine.cycle(1.0)
+    quiet: QueueReads = engine._quiet
+    group = _parked_group(engine, "ns/j1")
+    assert group.counted is not None and quiet.count["q"] == 1
+    assert quiet.quiet("q", len(engine._backlog.queues["q"]))
+    engine.finished("ns/j0", True, ended_at=2.0)   # 4 cpu free: the gangs' 6 still fit nowhere, nothing they read moved
+    assert quiet.quiet("q", 1)
+    result = engine.cycle(2.0)
+    assert result.full and result.quiet == 1 and result.examined == 0
+    engine.upsert_cluster(Cluster("a", allocatable={CPU: 5000, MEMORY: 64 * GI}, status_time=2.5))
+    assert not quiet.quiet("q", 1)                 # the most free in one cluster moved (5 cpu): looked at again
+    result = engine.cycle(3.0)
+    assert result.quiet == 0 and result.examined == 1
+    assert quiet.quiet("q", 1)                     # parked again with the new values
+    engine.submit(_job(9, 3, 2000))                # a job joins the group: not counted until parked again
+    assert group.counted is None and "q" not in quiet.count
