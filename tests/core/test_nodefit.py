@@ -133,3 +133,27 @@ def test_grades_are_a_lower_bound_of_real_free(nodes: list[tuple[int, int]]) -> 
     for size in range(1, 9):
         exact = sum((8 - used) // size for used, _ in nodes)
         assert max_replicas(shapes, {GPU: size}) <= exact
+
+
+MIXED_GRADES = [{GPU: g, CPU: 4000 * g, MEMORY: 16 * g * GI} for g in range(9)]
+mixed_pod_st = st.fixed_dictionaries({CPU: st.sampled_from((0, 500, 1000, 3000, 8000)),
+                                      MEMORY: st.sampled_from((0, GI, 4 * GI, 20 * GI)),
+                                      GPU: st.sampled_from((0, 1, 2, 3, 8))})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=9, max_size=9),
+       st.lists(st.tuples(mixed_pod_st, st.integers(1, 5)), max_size=4), mixed_pod_st,
+       st.sampled_from((UNBOUNDED, 0, 1, 3)))
+def test_max_replicas_is_the_sum_over_expanded_nodes(counts: list[int], booked: list, pod: dict[str, int],
+                                                     cap: int) -> None:
+    """max_replicas (the per-bucket loop over each view's dict form, ``NodeShapes.counted``) counts what the
+    straightforward walk over every single node counts: per node the fewest of free // request over the
+    requested graded resources, at most ``cap``; several resources, views split by bookings."""
+    shapes = reserve(shapes_of(MIXED_GRADES, counts), booked)
+    request = {k: v for k, v in pod.items() if v}
+    expected = UNBOUNDED if not request else sum(
+        min([cap] + [dict(vec).get(name, 0) // amount for name, amount in request.items()])
+        for vec, n in shapes.nodes for _ in range(n))
+    assert max_replicas(shapes, pod, cap) == expected
+    assert max_replicas(shapes, tuple(sorted(request.items())), cap) == expected     # the canonical form too
