@@ -229,8 +229,11 @@ def reserve(shapes: NodeShapes, demands: Sequence[tuple[PerPod, int]]) -> NodeSh
     virtual node (the lower grade edges underestimate) takes the largest node left whole. Never
     fails: the result is what is surely left."""
     buckets = list(shapes.nodes)
-    for request, count in _order(demands, shapes.resources):
+    order = _order(demands, shapes.resources)
+    for i, (request, count) in enumerate(order):
         buckets, left = _fill(buckets, request, count, range(len(buckets) - 1, -1, -1))
+        if not left and i == len(order) - 1:
+            break                               # canonical order is needed only by what follows: `of` below
         buckets = list(NodeShapes.of(buckets, shapes.resources, shapes.karmada_defaults).nodes)
         while left and buckets:
             vec, n = buckets.pop()              # canonical order: the last bucket is the largest
