@@ -117,8 +117,16 @@ class Job:
     def shape(self) -> tuple[tuple[str, int, int, tuple[tuple[str, int], ...]], ...]:
         """Every task as (name, replicas, minAvailable, per-replica resources in their order): a hashable image of
         everything ``tasks``, ``demand`` and ``min_demand`` say, for plugins' ``verdict_key``. Cached like
-        ``demand``: a changed job is a new Job object."""
-        return tuple((t.name, t.replicas, t.min_available, tuple(t.resources.items())) for t in self.tasks)
+        ``demand``: a changed job is a new Job object. Equal shapes are one shared tuple (``_SHAPES``): a backlog
+        has a few hundred shapes, and a cycle hashes a job's shape in several dicts (verdict keys, queue keys,
+        plugins' per-shape caches); a shared tuple stays in the CPU cache where 100,000 copies would not."""
+        shape = tuple((t.name, t.replicas, t.min_available, tuple(t.resources.items())) for t in self.tasks)
+        known = _SHAPES.get(shape)
+        if known is None:
+            if len(_SHAPES) >= 65536:
+                _SHAPES.clear()
+            known = _SHAPES[shape] = shape
+        return known
 
     @cached_property
     def pods(self) -> Pods:
@@ -161,6 +169,11 @@ class Cluster:
     status_time: float = 0.0        # when this summary was observed
     generation: int = 0
     node_shapes: Optional[NodeShapes] = None   # nodes by resource-model grade (None: no models, totals only)
+
+
+_SHAPES: dict[tuple[tuple[str, int, int, tuple[tuple[str, int], ...]], ...],
+              tuple[tuple[str, int, int, tuple[tuple[str, int], ...]], ...]] = {}
+"""Job shapes interned (``Job.shape``): equal values, one object. Bounded; a value works the same either way."""
 
 
 def pods_of(parts: Any) -> Pods:

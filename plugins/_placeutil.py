@@ -243,11 +243,23 @@ def _node_scores(job: Job, clusters: Sequence[Any], state: Any, weights: Mapping
         least = [(n, w, minimum[n]) for n, w in resource_weights(minimum, weights).items()]
         fits_least = state.fits_tasks_on(job.min_pods)
     free_of = state.free
+    whole_weight = sum(w for _, w, _ in whole)
     out: list[Optional[int]] = []
     for cluster in clusters:
         name = cluster.name
         if fits_whole(name):
-            out.append(_utilisation(whole, free_of(name), cluster.allocatable))
+            free = free_of(name)
+            allocatable = cluster.allocatable
+            score = 0
+            for resource, weight, want in whole:      # inlined _utilisation: this loop runs per (job, cluster)
+                have = free.get(resource, 0)
+                cap = allocatable.get(resource, 0)
+                if want > have or cap <= 0:
+                    out.append(None)
+                    break
+                score += weight * ((cap - have + want) * 100 // cap)
+            else:
+                out.append(score // whole_weight if whole_weight else 0)
         elif fits_least is not None and least is not None and fits_least(name):
             out.append(_utilisation(least, free_of(name), cluster.allocatable))
         else:

@@ -15,6 +15,7 @@ gang too: each cluster takes only the replicas its nodes can host).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Hashable, Optional, Union
 
 from engine.core.state import FleetState
@@ -26,6 +27,14 @@ from plugins._placeutil import ReasonCache, configure, merge, pack_across, place
 
 _ONE = "gang needs {need} in one cluster; no ready cluster has that much free"
 _ACROSS = "gang needs {need} across the fleet; the fleet has {have} free"
+
+
+@dataclass(slots=True)
+class _Minimum:
+    """A job shape's gang minimum (``Job.min_demand``, ``Job.min_pods``) and, once given, its node refusal."""
+    need: dict[str, int]
+    pods: Pods
+    refusal: Optional[Refusal] = None
 
 
 class Gang(Plugin):
@@ -41,7 +50,7 @@ class Gang(Plugin):
         self.allow_split = bool(self.config["allowSplit"])
         self._reasons = ReasonCache()
         self._node_refusals: dict[object, Refusal] = {}  # node-view refusals by the gang minimum's pods
-        self._minimums: dict[Hashable, tuple[dict[str, int], Pods]] = {}   # job shape -> (min_demand, min_pods)
+        self._minimums: dict[Hashable, _Minimum] = {}   # job shape -> its gang minimum
 
     def judges_fitting_clusters_only(self) -> bool:
         return not self.allow_split      # one cluster holding the minimum; a split gang also uses smaller ones
@@ -58,23 +67,27 @@ class Gang(Plugin):
     # -- admit ------------------------------------------------------------------------------
     @hookimpl
     def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:
-        need, pods = self._minimum(job)
+        known = self._minimum(job)
+        need, pods = known.need, known.pods
         have = state.fleet_free if self.allow_split else state.max_free
         if fits(need, have):
             if self.allow_split or not state.any_node_shapes or state.fits_somewhere(need, pods):
                 return None
-            return self._node_refusal(need, pods)
+            refusal = known.refusal
+            if refusal is None:         # the node refusal says nothing but the minimum: kept with it
+                refusal = known.refusal = self._node_refusal(need, pods)
+            return refusal
         return Refusal(self._reasons.get(_ACROSS if self.allow_split else _ONE, need, have), self.name, capacity=True)
 
-    def _minimum(self, job: Job) -> tuple[dict[str, int], Pods]:
-        """``job.min_demand`` and ``job.min_pods``, shared by every job of its shape (they depend on its
-        tasks only): a large first cycle refuses ~100,000 jobs of a few hundred shapes, and building both
-        per job cost ~6 us of its ~10. Read only."""
+    def _minimum(self, job: Job) -> _Minimum:
+        """``job.min_demand`` and ``job.min_pods`` (and its node refusal once needed), shared by every job of its
+        shape (they depend on its tasks only): a large first cycle refuses ~100,000 jobs of a few hundred
+        shapes, and building them per job cost ~6 us of its ~10. Read only, but for the refusal."""
         known = self._minimums.get(job.shape)
         if known is None:
             if len(self._minimums) >= 4096:
                 self._minimums.clear()
-            known = self._minimums[job.shape] = (job.min_demand, job.min_pods)
+            known = self._minimums[job.shape] = _Minimum(job.min_demand, job.min_pods)
         return known
 
     def _node_refusal(self, need: dict[str, int], pods: Pods) -> Refusal:

@@ -29,6 +29,7 @@ class FitIndex:
         self._sets: dict[Request, tuple[int, set[str]]] = {}   # request -> (log length seen, where it fits)
         # request -> (log length seen, how many fit per cluster, the most on a ready cluster)
         self._counts: dict[Request, tuple[int, dict[str, int], int]] = {}
+        self._grown = 0         # log length just after the last change that was not a shrink (see ``below``)
         self._log_limit = log_limit
         self._request_limit = request_limit
 
@@ -37,10 +38,13 @@ class FitIndex:
         gone down, totals and node view alike (see the module docstring)."""
         self._log.append(cluster)
         self._shrunk.append(shrunk)
+        if not shrunk:
+            self._grown = len(self._log)
         if len(self._log) > self._log_limit:
             self.reset()
 
     def reset(self) -> None:
+        self._grown = 0
         self._log.clear()
         self._shrunk.clear()
         self._sets.clear()
@@ -117,12 +121,19 @@ class FitIndex:
         self._counts[request] = (len(log), got, most)
         return got, most
 
-    def most(self, request: Request) -> Optional[int]:
-        """The most on a ready cluster that ``counts`` last gave for ``request``, if nothing changed since;
-        else None (call ``counts``). The cheap check a fleet-wide "fits somewhere" asks per job."""
+    def holds(self, request: Request, count: int) -> Optional[bool]:
+        """Whether ``count`` pods fit on one ready cluster (the most there >= ``count``), when known without
+        counting again; else None (call ``counts``). Known when nothing changed since ``counts``, and also
+        when it gave less than ``count`` and every change since only shrank a cluster (an engine booking: a
+        count can only go down; readiness and membership are unchanged): between two reports a cycle's
+        admissions only shrink, so a pod shape held nowhere stays so without a recount per admission."""
         entry = self._counts.get(request)
-        if entry is not None and entry[0] == len(self._log):
-            return entry[2]
+        if entry is None:
+            return None
+        if entry[0] == len(self._log):
+            return entry[2] >= count
+        if entry[2] < count and self._grown <= entry[0]:
+            return False
         return None
 
 

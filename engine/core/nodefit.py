@@ -22,7 +22,7 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Iterable, Mapping, Optional, Sequence, Union, cast
 
 from engine.resources import CPU, MEMORY, PODS
@@ -84,6 +84,12 @@ class NodeShapes:
             if count > 0:
                 merged[vec] = merged.get(vec, 0) + count
         return cls(tuple(sorted(merged.items())), resources, karmada_defaults)
+
+    @cached_property
+    def counted(self) -> tuple[tuple[dict[str, int], int], ...]:
+        """``nodes`` with each free vector as a dict (read only): ``max_replicas`` reads every bucket of a
+        view for each pod shape asked, and a view is asked about many shapes before it changes."""
+        return tuple((dict(vec), n) for vec, n in self.nodes)
 
     @property
     def count(self) -> int:
@@ -157,7 +163,17 @@ def max_replicas(shapes: NodeShapes, per_pod: PerPod, per_node_cap: int = UNBOUN
     request = _graded(per_pod, shapes.resources)
     if not request:
         return UNBOUNDED
-    return sum(n * min(per_node_cap, _per_node(vec, request)) for vec, n in shapes.nodes)
+    total = 0
+    for have, n in shapes.counted:      # n * min(per_node_cap, _per_node(vec, request)), inlined
+        each = per_node_cap
+        for name, amount in request:
+            k = have.get(name, 0) // amount
+            if k < each:
+                each = k
+                if not k:
+                    break
+        total += n * each
+    return total
 
 
 def _sub(free: Vector, request: Vector, times: int) -> Vector:
@@ -213,8 +229,11 @@ def reserve(shapes: NodeShapes, demands: Sequence[tuple[PerPod, int]]) -> NodeSh
     virtual node (the lower grade edges underestimate) takes the largest node left whole. Never
     fails: the result is what is surely left."""
     buckets = list(shapes.nodes)
-    for request, count in _order(demands, shapes.resources):
+    order = _order(demands, shapes.resources)
+    for i, (request, count) in enumerate(order):
         buckets, left = _fill(buckets, request, count, range(len(buckets) - 1, -1, -1))
+        if not left and i == len(order) - 1:
+            break                               # canonical order is needed only by what follows: `of` below
         buckets = list(NodeShapes.of(buckets, shapes.resources, shapes.karmada_defaults).nodes)
         while left and buckets:
             vec, n = buckets.pop()              # canonical order: the last bucket is the largest

@@ -162,10 +162,10 @@ class NodeView:
             return bool(self.clusters_fitting(need, self.ready_clusters()))
         single = _single(pods)
         if single is not None:
-            most = self._fits.most(single[0])
-            if most is None:
-                most = self._replica_counts(single[0])[1]
-            return most >= single[1]
+            known = self._fits.holds(single[0], single[1])
+            if known is None:
+                return self._replica_counts(single[0])[1] >= single[1]
+            return known
         fit = self._fits.fitting(("pods", pods), self.clusters, self.free, self.clusters.__contains__,
                                  lambda name: self.fits_tasks(name, pods), False)   # packing: not monotone
         clusters = self.clusters

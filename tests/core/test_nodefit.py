@@ -133,3 +133,56 @@ def test_grades_are_a_lower_bound_of_real_free(nodes: list[tuple[int, int]]) -> 
     for size in range(1, 9):
         exact = sum((8 - used) // size for used, _ in nodes)
         assert max_replicas(shapes, {GPU: size}) <= exact
+
+
+MIXED_GRADES = [{GPU: g, CPU: 4000 * g, MEMORY: 16 * g * GI} for g in range(9)]
+mixed_pod_st = st.fixed_dictionaries({CPU: st.sampled_from((0, 500, 1000, 3000, 8000)),
+                                      MEMORY: st.sampled_from((0, GI, 4 * GI, 20 * GI)),
+                                      GPU: st.sampled_from((0, 1, 2, 3, 8))})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=9, max_size=9),
+       st.lists(st.tuples(mixed_pod_st, st.integers(1, 5)), max_size=4), mixed_pod_st,
+       st.sampled_from((UNBOUNDED, 0, 1, 3)))
+def test_max_replicas_is_the_sum_over_expanded_nodes(counts: list[int], booked: list, pod: dict[str, int],
+                                                     cap: int) -> None:
+    """max_replicas (the per-bucket loop over each view's dict form, ``NodeShapes.counted``) counts what the
+    straightforward walk over every single node counts: per node the fewest of free // request over the
+    requested graded resources, at most ``cap``; several resources, views split by bookings."""
+    shapes = reserve(shapes_of(MIXED_GRADES, counts), booked)
+    request = {k: v for k, v in pod.items() if v}
+    expected = UNBOUNDED if not request else sum(
+        min([cap] + [dict(vec).get(name, 0) // amount for name, amount in request.items()])
+        for vec, n in shapes.nodes for _ in range(n))
+    assert max_replicas(shapes, pod, cap) == expected
+    assert max_replicas(shapes, tuple(sorted(request.items())), cap) == expected     # the canonical form too
+
+
+def reserve_reference(shapes: NodeShapes, demands: list) -> NodeShapes:
+    """``reserve`` as first written: canonical buckets again after every pod shape, the last one included."""
+    from engine.core.nodefit import _fill, _order
+    buckets = list(shapes.nodes)
+    for request, count in _order(demands, shapes.resources):
+        buckets, left = _fill(buckets, request, count, range(len(buckets) - 1, -1, -1))
+        buckets = list(NodeShapes.of(buckets, shapes.resources, shapes.karmada_defaults).nodes)
+        while left and buckets:
+            vec, n = buckets.pop()
+            gone = min(n, left)
+            left -= gone
+            if n > gone:
+                buckets.append((vec, n - gone))
+    return NodeShapes.of(buckets, shapes.resources, shapes.karmada_defaults)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=9, max_size=9),
+       st.lists(st.lists(st.tuples(mixed_pod_st, st.integers(1, 12)), max_size=3), max_size=3))
+def test_reserve_skips_only_a_redundant_canonical_step(counts: list[int], bookings: list) -> None:
+    """reserve leaves out the canonical step after its last pod shape when every pod found a node (the
+    result is made canonical anyway): the same views as the reference after any sequence of bookings,
+    pods that fit no node (whole nodes taken) included."""
+    shapes = expected = shapes_of(MIXED_GRADES, counts)
+    for booked in bookings:
+        shapes, expected = reserve(shapes, booked), reserve_reference(expected, booked)
+        assert shapes == expected
