@@ -59,7 +59,9 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns):
         self._timers: list[tuple[float, str]] = []     # (time, job id) retries and backoffs
         self._seq = itertools.count()
         self._epoch_seen = -1                          # capacity epoch of the last full cycle
-        self._admissions = 0                           # bumps invalidate cached queue keys
+        # admissions and preemptions issued so far: each changes FleetState, so bumps invalidate cached queue keys,
+        # a key's refusal shared in this state (engine.core.backlog) and the memo
+        self._admissions = 0
         # queue name -> candidate's shape (None: no candidate) -> (admissions, key): a key depends on the
         # candidate only through its shape (hookspec atoll_queue_order), so jobs of one shape share it
         self._queue_keys: dict[str, dict[Hashable, tuple[int, tuple]]] = {}
@@ -209,6 +211,7 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns):
                 preemption, retry_at = self._preempt.attempt(job, now, self._fit)
                 if preemption is not None:
                     result.preemptions.append(preemption)
+                    self._admissions += 1      # its nomination booked capacity: refusals of the state before are stale
                     if self._keyed:        # a nominee's verdict is its own: never handed a refusal of its key
                         self._backlog.remove(job)
                         self._backlog.add(job, None)

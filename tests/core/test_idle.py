@@ -3,7 +3,6 @@ group, and the decisions stay exactly the exhaustive engine's."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +12,7 @@ from engine.core.idle import QueueReads
 from engine.core.scheduler import Engine
 from engine.model import Cluster, JobState, Queue
 from engine.resources import CPU, MEMORY
-from tests.core.test_pruned_exact import Pair, _copy
+from tests.core.test_pruned_exact import SHARE_BEFORE, Pair, _copy
 from tests.core.test_wake import DEFAULT, GI, NO_PREEMPTION, _job
 
 
@@ -58,20 +57,9 @@ def _churn(pair: Pair, cycles: int, monkeypatch: pytest.MonkeyPatch) -> dict[str
     return seen
 
 
-def _share_before(tmp_path: Path) -> Path:
-    """The default policy with drf's Volcano rule (``progressive: false``): queue keys that do not read the next
-    job, so the cycle's other loop (``Engine._serve_by_key``)."""
-    text = DEFAULT.read_text()
-    assert "progressive: true" in text
-    path = tmp_path / "share-before.yaml"
-    path.write_text(text.replace("progressive: true", "progressive: false"))
-    return path
-
-
 @pytest.mark.parametrize("policy", ["default", "no-preemption", "share-before"])
-def test_quiet_queues_are_passed_and_the_decisions_stay_exact(policy: str, tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    path = {"default": DEFAULT, "no-preemption": NO_PREEMPTION}.get(policy) or _share_before(tmp_path)
+def test_quiet_queues_are_passed_and_the_decisions_stay_exact(policy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = {"default": DEFAULT, "no-preemption": NO_PREEMPTION, "share-before": SHARE_BEFORE}[policy]
     pair = _many_queues(path)
     assert pair.pruned.pipeline.queue_order_candidate is (policy != "share-before")
     seen = _churn(pair, 60, monkeypatch)

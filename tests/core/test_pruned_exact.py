@@ -11,6 +11,7 @@ job's state and pending reason must be identical. Some runs bound the lookback (
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
@@ -25,7 +26,21 @@ from engine.policy import load_policy
 from engine.resources import CPU, GPU, MEMORY, Resources
 
 ROOT = Path(__file__).resolve().parents[2]
-POLICIES = sorted((ROOT / "policies").glob("*.yaml"))
+
+
+def policy_variant(name: str, old: str, new: str) -> Path:
+    """The default policy with one setting changed, written once per test session (a setting the shipped
+    policies do not use still has to be exact)."""
+    text = (ROOT / "policies" / "default.yaml").read_text()
+    assert old in text, old
+    path = Path(tempfile.mkdtemp(prefix="atoll-policy-")) / f"{name}.yaml"
+    path.write_text(text.replace(old, new))
+    return path
+
+
+# drf's Volcano rule (shares before the next job): queue keys that do not read the next job, with preemption on
+SHARE_BEFORE = policy_variant("default-share-before", "progressive: true", "progressive: false")
+POLICIES = sorted((ROOT / "policies").glob("*.yaml")) + [SHARE_BEFORE]
 GI = 2**30
 SHAPES: list[Resources] = [{CPU: 1000, MEMORY: GI}, {CPU: 1000, MEMORY: GI}, {CPU: 2000, MEMORY: 4 * GI},
                            {CPU: 4000, MEMORY: 2 * GI}, {CPU: 2000, MEMORY: 8 * GI, GPU: 1}]
@@ -207,3 +222,35 @@ def test_the_comparison_is_not_vacuous() -> None:
                 pair.both("finished", lambda first=first: (first, True, pair.now))
             pair.cycle()
         assert pair.shared > 50, policy.name
+
+
+@pytest.mark.parametrize("policy", [ROOT / "policies" / "default.yaml", SHARE_BEFORE], ids=["default", "share-before"])
+def test_a_preemption_issued_mid_turn_changes_the_refusals_after_it(policy: Path) -> None:
+    """Y and X share a verdict key; P, between them in the queue's order, preempts and its nomination books
+    capacity. The refusal Y got was given before that booking: X must be examined again, not handed Y's text."""
+    pair = Pair(policy)
+    pair.both("upsert_cluster", lambda: (Cluster("a", labels={"region": "r1"}, allocatable={CPU: 6000, MEMORY: 64 * GI}),))
+    pair.both("upsert_cluster", lambda: (Cluster("b", labels={"region": "r2"},
+                                                 allocatable={CPU: 4000, MEMORY: 64 * GI, GPU: 1}),))
+    pair.both("upsert_queue", lambda: (Queue("q"),))
+
+    def job(name: str, t: float, priority: int, resources: Resources, pods: int = 1, region: str = "") -> Job:
+        return Job(f"ns/{name}", name, "ns", queue="q", priority=priority, submit_time=t,
+                   labels={"atoll.dev/region": region} if region else {},
+                   tasks=[Task("t", pods, pods, dict(resources, **{MEMORY: GI}))])
+
+    running = [job("low", 0, 0, {CPU: 2000}, pods=2, region="r1"),     # 4 cpu on a: a victim for rank 5
+               job("keep", 0.5, 5, {CPU: 2000}, region="r2")]          # 2 cpu on b: not one
+    for j in running:
+        pair.both("submit", lambda j=j: (_copy(j),))
+    pair.cycle()
+    assert pair.admitted() == ["ns/keep", "ns/low"]
+    waiting = [job("y", 1, 5, {CPU: 4000, GPU: 1}),      # fleet 4 cpu free, no cluster with 4 and the GPU;
+               job("p", 2, 5, {CPU: 6000}),              # evicting low frees a for p (not for y: no GPU there)
+               job("x", 3, 5, {CPU: 4000, GPU: 1})]      # y's key, after p's booking: 2 cpu free in the fleet
+    for j in waiting:
+        pair.both("submit", lambda j=j: (_copy(j),))
+    pair.cycle()
+    assert [p.preemptor for p in pair.pruned._result.preemptions] == ["ns/p"]
+    reasons = {j: pair.pruned.state.jobs[j].pending_reason for j in ("ns/y", "ns/x")}
+    assert reasons["ns/x"] != reasons["ns/y"] and "more than the fleet has free" in reasons["ns/x"]
