@@ -22,6 +22,7 @@ mixins of ``Engine``.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import heapq
 import itertools
 from typing import Hashable, Iterator, Optional, cast
@@ -105,6 +106,20 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns):
 
     # -- the cycle -------------------------------------------------------------------
     def cycle(self, now: float) -> CycleResult:
+        """One scheduling cycle at ``now``. Python's cyclic garbage collector is paused while it runs: a cycle
+        allocates hundreds of thousands of short-lived containers, and every full collection they trigger scans
+        every object the engine keeps (0.9 s at 100,000 pending jobs, finding no garbage: the books hold no
+        reference cycles to free). Reference counting still frees everything as usual; the collector catches up
+        between cycles, on what the cycle left (100,000 / 1,000 / 100 first cycle: 2.99 -> 1.82 s CPU)."""
+        if not gc.isenabled():
+            return self._cycle(now)
+        gc.disable()
+        try:
+            return self._cycle(now)
+        finally:
+            gc.enable()
+
+    def _cycle(self, now: float) -> CycleResult:
         state = self.state
         state.now = now
         self._fire_timers(now)
