@@ -9,7 +9,7 @@ off, whose text is its own) is a group of one.
 A full cycle used to examine every pending job of a queue in order. ``QueueWalk`` visits the same
 jobs in the same order, but once a group's next job is refused, the group leaves the walk: each of
 its later jobs would be refused with the same text while the state stays the same, and the state
-only changes through an admission (``Engine._admissions``). When one happens, the walk hands the
+only changes through an admission or a preemption issued (``Engine._stamp``). Then the walk hands the
 refusal to the group's jobs it passed over (those before the walk's position) and puts the group
 back at its first job after that position, which the exhaustive loop would examine in the new
 state. When the queue's walk ends, every job of a still-refused group gets the refusal. So a cycle
@@ -254,7 +254,7 @@ class WalkSource:
         """Build the walk as it is once the groups ``passed`` (the queue's first, by head) were each handed
         their parked refusal; ``rest``: the queue's other groups."""
         engine = self.engine
-        self._walk = QueueWalk(rest, engine._admissions, engine._block_range, self.bound)
+        self._walk = QueueWalk(rest, engine._stamp, engine._block_range, self.bound)
         self._walk.passed(passed)
         if passed:
             self.fresh = False
@@ -267,13 +267,13 @@ class WalkSource:
         if self._walk is None:          # nothing taken or refused yet: the queue's first job
             entries = engine._pending.get(self.queue)
             return engine.state.jobs[entries[0][2]] if entries else None
-        top = self._walk.peek(engine._admissions)
+        top = self._walk.peek(engine._stamp)
         return None if top is None else engine.state.jobs[top[0][2]]
 
     def skip(self) -> bool:
         """Take the next job if its group is parked with reads unchanged (it gets the parked refusal)."""
         engine, walk = self.engine, self.walk
-        top = walk.peek(engine._admissions)
+        top = walk.peek(engine._stamp)
         if top is None:
             return False
         entry, group = top
@@ -281,7 +281,7 @@ class WalkSource:
         if refusal is None:
             return False
         self.fresh = False
-        walk.take(engine._admissions)
+        walk.take(engine._stamp)
         walk.examined(entry, group, refusal)
         return True
 
@@ -289,7 +289,7 @@ class WalkSource:
         engine, walk = self.engine, self.walk
         self.fresh = False
         while True:
-            self.current = walk.take(engine._admissions)
+            self.current = walk.take(engine._stamp)
             if self.current is None:
                 self.parking.flush()
                 return None
@@ -359,7 +359,7 @@ class ListSource:
         group = engine._backlog._group_of.get(job.id)
         if group is not None and group.shared and job.not_before <= self.now:
             known = engine._memo.get(group.key)
-            if known is not None and known[0] == engine._admissions:
+            if known is not None and known[0] == engine._stamp:
                 return known[1]
             parked = engine._still_parked(group, job)
             if parked is not None:
@@ -406,6 +406,6 @@ class ListSource:
     def examined(self, job: Job, refusal: Optional[Refusal]) -> None:
         group = self.group
         if group is not None and refusal is not None and refusal.retry_at is None:
-            self.engine._memo[group.key] = (self.engine._admissions, refusal)
+            self.engine._memo[group.key] = (self.engine._stamp, refusal)
         if group is not None:
             self.parking.note(group, job, self.engine._shares(job, refusal, self.now))

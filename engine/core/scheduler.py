@@ -60,9 +60,9 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns):
         self._timers: list[tuple[float, str]] = []     # (time, job id) retries and backoffs
         self._seq = itertools.count()
         self._epoch_seen = -1                          # capacity epoch of the last full cycle
-        # admissions and preemptions issued so far: each changes FleetState, so bumps invalidate cached queue keys,
-        # a key's refusal shared in this state (engine.core.backlog) and the memo
-        self._admissions = 0
+        # bumped at each cycle start, admission and preemption issued (each changes FleetState): what cached queue
+        # keys, a key's refusal shared in this state (engine.core.backlog) and the memo are valid for
+        self._stamp = 0
         # queue name -> candidate's shape (None: no candidate) -> (admissions, key): a key depends on the
         # candidate only through its shape (hookspec atoll_queue_order), so jobs of one shape share it
         self._queue_keys: dict[str, dict[Hashable, tuple[int, tuple]]] = {}
@@ -127,7 +127,9 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns):
         self._epoch_seen = state.capacity_epoch
         result = self._result = CycleResult(full=full)
         self.pipeline.cycle_start(state=state, now=now)
-        self._queue_keys.clear()
+        self._stamp += 1                # cached queue keys are stale: overwritten when next asked, not freed here
+        if len(self._queue_keys) > 4 * len(state.queues) + 64:
+            self._queue_keys.clear()    # queues gone since: drop them all now and then
         self._preempt.cycle_start(self._dirty)
         self._memo.clear()
         sources = self._sources(full, now)
@@ -226,7 +228,7 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns):
                 preemption, retry_at = self._preempt.attempt(job, now, self._fit)
                 if preemption is not None:
                     result.preemptions.append(preemption)
-                    self._admissions += 1      # its nomination booked capacity: refusals of the state before are stale
+                    self._stamp += 1      # its nomination booked capacity: refusals of the state before are stale
                     if self._keyed:        # a nominee's verdict is its own: never handed a refusal of its key
                         self._backlog.remove(job)
                         self._backlog.add(job, None)
@@ -244,7 +246,7 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns):
         self._unindex(job)
         state.hold(job)
         self._preempt.index(job, fresh=True)
-        self._admissions += 1
+        self._stamp += 1
         result.admitted.append(Admission(job.id, job.queue, decided, now))
         return None
 

@@ -31,7 +31,7 @@ class QueueTurns:
     _backlog: Backlog
     _quiet: QueueReads
     _preempt: Preemptions
-    _admissions: int
+    _stamp: int
     _queue_keys: dict[str, dict[Hashable, tuple[int, tuple]]]
     _examine: Callable[[Job, float, CycleResult], Optional[Refusal]]
     _reads: Reads
@@ -48,7 +48,7 @@ class QueueTurns:
                 continue
             # A refusal changes no queue's key, so this queue stays first: keep taking its jobs until
             # one is admitted (then its key, and maybe the order, change) or it has none left.
-            admissions = self._admissions
+            stamp = self._stamp
             source = sources[name]
             if source.fresh and self._quiet_now(name, source) and self._quiet.searches_hold(name):
                 # every job would be refused as it already shows: nothing to do
@@ -62,7 +62,7 @@ class QueueTurns:
                     break
                 result.examined += 1
                 source.examined(job, self._examine(job, now, result))
-                if self._admissions != admissions:
+                if self._stamp != stamp:
                     heapq.heapreplace(heap, (self._queue_key(name), name))
                     break
 
@@ -192,9 +192,9 @@ class QueueTurns:
                     return
             heapq.heappop(heap)                   # the queue is done: every job shows its group's refusal
             return
-        walk, admissions = source.walk, self._admissions
+        walk, stamp = source.walk, self._stamp
         while True:
-            top = walk.peek(admissions)
+            top = walk.peek(stamp)
             if top is None:
                 source.take()                     # the queue is done (its walk closes, its parking flushes)
                 heapq.heappop(heap)
@@ -204,7 +204,7 @@ class QueueTurns:
                 return
             assert group.parked is not None       # step checked it
             source.fresh = False
-            walk.take(admissions)
+            walk.take(stamp)
             walk.examined(entry, group, group.parked[1])
 
     def _queue_key(self, name: str, candidate: Optional[Job] = None) -> tuple:
@@ -213,12 +213,12 @@ class QueueTurns:
         if keys is None:
             keys = self._queue_keys[name] = {}
         cached = keys.get(shape)
-        if cached is not None and cached[0] == self._admissions:
+        if cached is not None and cached[0] == self._stamp:
             return cached[1]
         queue = self.state.queues.get(name)
         key = join_keys(self.pipeline.queue_order_positional(queue, self.state, candidate)) if queue else ()
         key = (0 if queue else 1, key, name)    # unknown queues last; name breaks ties deterministically
-        keys[shape] = (self._admissions, key)
+        keys[shape] = (self._stamp, key)
         return key
 
 
