@@ -13,7 +13,7 @@ from engine.core.scheduler import Engine
 from engine.model import Cluster, JobState, Queue
 from engine.resources import CPU, MEMORY
 from tests.core.test_pruned_exact import SHARE_BEFORE, Pair, _copy
-from tests.core.test_wake import DEFAULT, GI, NO_PREEMPTION, _job
+from tests.core.test_wake import DEFAULT, GI, NO_PREEMPTION, _job, churn_steps
 
 
 def _many_queues(policy: Any, queues: int = 8) -> Pair:
@@ -43,16 +43,7 @@ def _churn(pair: Pair, cycles: int, monkeypatch: pytest.MonkeyPatch) -> dict[str
 
     monkeypatch.setattr(WalkSource, "resume", counting)
     pair.cycle()
-    evicting: list[str] = []
-    for _ in range(cycles):
-        for victim in evicting:
-            pair.both("evicted", lambda victim=victim: (victim, pair.now, pair.now))
-        running = [j for j in pair.admitted() if pair.pruned.state.jobs[j].state is JobState.ADMITTED]
-        if running:
-            pair.both("finished", lambda job_id=running[len(running) // 3]: (job_id, True, pair.now))
-        pair.cycle()
-        evicting = [v for p in pair.pruned._result.preemptions for v in p.victims]
-        assert evicting == [v for p in pair.exhaustive._result.preemptions for v in p.victims]
+    for _ in churn_steps(pair, cycles, lambda running: running[len(running) // 3]):
         seen["quiet"] += pair.pruned._result.quiet
     return seen
 

@@ -4,7 +4,7 @@ move with unrelated capacity, and undeclared plugins keep the old behaviour."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -171,16 +171,21 @@ def test_parking_under_preemption_is_exact_under_churn_and_not_vacuous() -> None
     """The default policy on a saturated fleet with priorities (preemptions happen, victims leave before the
     next finish): pruned and exhaustive decide identically, and parked refusals save most examinations."""
     pair = _churn_pair(DEFAULT, priorities=(0, 0, 0, 1, 2))
-    preempted = 0
+    preempted = sum(len(evicting) for evicting in churn_steps(pair, 60, lambda running: running[len(running) // 2]))
+    assert pair.cycles >= 60 and preempted > 0 and pair.shared > 2000
+
+
+def churn_steps(pair: Pair, cycles: int, pick: Callable[[list[str]], str]) -> Iterator[list[str]]:
+    """``cycles`` times: the victims of the last cycle's preemptions leave, the running job ``pick`` chooses
+    finishes, both engines run a cycle and must preempt the same victims; yields those victims."""
     evicting: list[str] = []
-    for _ in range(60):
+    for _ in range(cycles):
         for victim in evicting:
             pair.both("evicted", lambda victim=victim: (victim, pair.now, pair.now))
         running = [j for j in pair.admitted() if pair.pruned.state.jobs[j].state is JobState.ADMITTED]
         if running:
-            pair.both("finished", lambda job_id=running[len(running) // 2]: (job_id, True, pair.now))
+            pair.both("finished", lambda job_id=pick(running): (job_id, True, pair.now))
         pair.cycle()
         evicting = [v for p in pair.pruned._result.preemptions for v in p.victims]
         assert evicting == [v for p in pair.exhaustive._result.preemptions for v in p.victims]
-        preempted += len(evicting)
-    assert pair.cycles >= 60 and preempted > 0 and pair.shared > 2000
+        yield evicting
