@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import heapq
 import itertools
 from typing import Hashable, Iterator, Optional, cast
 
@@ -34,7 +33,7 @@ from engine.core.nomination import Preemptions
 from engine.core.lifecycle import JobLifecycle
 from engine.core.pending import PendingBooks
 from engine.core.turns import QueueTurns
-from engine.core.backlog import Backlog, Entry, Group, ListSource, Source, WalkSource
+from engine.core.backlog import Backlog, ListSource, Source, WalkSource
 from engine.core.state import FleetState
 from engine.core.wake import Reads
 from engine.model import Admission, Cluster, CycleResult, Job, JobState, Placement, Queue, Refusal
@@ -63,7 +62,7 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns):
         # bumped at each cycle start, admission and preemption issued (each changes FleetState): what cached queue
         # keys, a key's refusal shared in this state (engine.core.backlog) and the memo are valid for
         self._stamp = 0
-        # queue name -> candidate's shape (None: no candidate) -> (admissions, key): a key depends on the
+        # queue name -> candidate's shape (None: no candidate) -> (stamp, key): a key depends on the
         # candidate only through its shape (hookspec atoll_queue_order), so jobs of one shape share it
         self._queue_keys: dict[str, dict[Hashable, tuple[int, tuple]]] = {}
         # parked keys' reads (engine.core.wake); new victim candidates count as a change (engine.core.searchwake)
