@@ -277,7 +277,7 @@ class WalkSource:
         if top is None:
             return False
         entry, group = top
-        refusal = self._parked(group, engine.state.jobs[entry[2]])
+        refusal = self.parked(group, engine.state.jobs[entry[2]])
         if refusal is None:
             return False
         self.fresh = False
@@ -295,12 +295,12 @@ class WalkSource:
                 return None
             entry, group = self.current
             job = engine.state.jobs[entry[2]]
-            refusal = self._parked(group, job)
+            refusal = self.parked(group, job)
             if refusal is None:
                 return job
             walk.examined(entry, group, refusal)     # its reads are unchanged: the same refusal, no pipeline
 
-    def _parked(self, group: Group, job: Job) -> Optional[Refusal]:
+    def parked(self, group: Group, job: Job) -> Optional[Refusal]:
         """The group's parked refusal when it holds now; while the queue is quiet in this state
         (Engine._quiet_now), a counted group holds without a look at its plain reads."""
         engine = self.engine

@@ -20,7 +20,6 @@ from engine.core.backlog import Backlog, Entry, Group, ListSource, Source, WalkS
 from engine.core.idle import QueueReads
 from engine.core.nomination import Preemptions
 from engine.core.state import FleetState
-from engine.core.wake import Reads
 from engine.model import CycleResult, Job, Refusal
 from engine.pipeline import Pipeline, join_keys
 
@@ -34,7 +33,6 @@ class QueueTurns:
     _stamp: int
     _queue_keys: dict[str, dict[Hashable, tuple[int, tuple]]]
     _examine: Callable[[Job, float, CycleResult], Optional[Refusal]]
-    _reads: Reads
 
     def _serve_by_key(self, sources: dict[str, Source], now: float, result: CycleResult) -> None:
         """The cycle's loop when queue keys do not read the queue's next job."""
@@ -152,14 +150,14 @@ class QueueTurns:
         keys the queue by each next group's shape and hands each group its parked refusal (all hold in this
         state) until the key rises above a child's, or the queue ends. A queue not started yet is gone
         through by its groups' heads in order, without building its walk's heap unless it stops midway."""
-        jobs, state = self.state.jobs, self.state
-        known, value = self._reads.current(), self._reads.value     # the state stays as it is while it passes
+        jobs = self.state.jobs
         bound = None if len(heap) == 1 else heap[1][0] if len(heap) == 2 else min(heap[1][0], heap[2][0])
         key = heap[0][0]
         keys: dict[Hashable, tuple] = {}          # by shape: nothing changes while it passes refusals
 
         def step(group: Group, job: Job) -> Optional[bool]:
-            """True: pass the group; False: its key ends the queue's turn; None: not one the check counted."""
+            """True: pass the group; False: its key ends the queue's turn; None: it does not hold (or was not
+            counted): the loop's own checks look at it."""
             nonlocal key
             fresh = keys.get(group.shape)
             if fresh is None:
@@ -170,14 +168,9 @@ class QueueTurns:
                     return False
                 key = fresh
                 heap[0] = (fresh, name)
-            if group.counted is None or group.parked is None or job.nominated is not None \
-                    or job.not_before > state.now:
+            if source.parked(group, job) is None:
                 source.quiet = None               # leave it to the loop's own checks (from this group on)
                 return None
-            for read, seen in group.searches:     # its victim searches, asked as the walk would: now
-                if (known[read] if read in known else value(read)) != seen:
-                    source.quiet = None
-                    return None
             return True
 
         if source.fresh and source._walk is None:
@@ -202,7 +195,7 @@ class QueueTurns:
             entry, group = top
             if not step(group, jobs[entry[2]]):
                 return
-            assert group.parked is not None       # step checked it
+            assert group.parked is not None       # step found it holding
             source.fresh = False
             walk.take(stamp)
             walk.examined(entry, group, group.parked[1])
