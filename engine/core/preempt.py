@@ -32,22 +32,17 @@ module applies the rules every policy shares:
 
 from __future__ import annotations
 
-import heapq
-import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Hashable, Iterator, Optional
+from typing import Callable, Hashable, Optional
 
-from sortedcontainers import SortedList
-
+# ANY, RunningIndex and above_guarantee are re-exported: preempt plugins import them from here
+from engine.core.running import ANY, RunningIndex, above_guarantee, victim_order
 from engine.core.state import FleetState
 from engine.model import Job, JobState, Placement, Queue
 from engine.resources import Resources, add_into, fits
 
-if TYPE_CHECKING:
-    from engine.core.searchwake import CandidateLog
-
-ANY = math.inf
-"""A rank bound that lets every job of a queue be a victim."""
+__all__ = ["ANY", "FLEET_WIDE_MAX", "Found", "PreemptRule", "RunningIndex", "VictimSearch", "above_guarantee",
+           "booked"]
 
 FLEET_WIDE_MAX = 256
 """The dry run over all chosen candidates at the end of a rule's search is skipped above this many."""
@@ -82,98 +77,6 @@ class Found:
     victims: tuple[Job, ...]
     placement: Placement
     rule: PreemptRule
-
-
-class RunningIndex:
-    """Jobs holding capacity that may be victims, per queue in victim order: (rank, -admitted_at, -seq):
-    lowest rank, then most recently admitted, then the later arrival (a stable tie-break).
-
-    Jobs admitted during a cycle are kept aside until the next one (``settle``): a job is never
-    admitted and evicted in the same cycle."""
-
-    def __init__(self) -> None:
-        self._by_queue: dict[str, SortedList] = {}
-        self._entries: dict[str, tuple[str, tuple[float, float, int, str]]] = {}
-        self._fresh: list[tuple[str, tuple[float, float, int, str], int]] = []    # (queue, entry, preemptions)
-        self._count = 0                       # entries in _by_queue
-        self.removed = 0                      # candidates that left _by_queue, ever (engine.core.searchroom)
-        self._placed: dict[str, dict[str, Resources]] = {}     # job id -> cluster -> its placed demand
-        self.log: Optional[CandidateLog] = None     # every candidate as it becomes one (engine.core.searchwake)
-
-    def add(self, job: Job, rank: int, fresh: bool = True) -> None:
-        self.discard(job.id)
-        entry = (rank, -(job.admitted_at or 0.0), -job.seq, job.id)
-        if self.log is not None and not fresh:
-            self.log.add(job.queue, rank, job.preemptions, job.id)
-        if fresh:
-            self._fresh.append((job.queue, entry, job.preemptions))
-        else:
-            self._by_queue.setdefault(job.queue, SortedList()).add(entry)
-            self._count += 1
-        self._entries[job.id] = (job.queue, entry)
-
-    def placed(self, job: Job) -> dict[str, Resources]:
-        """What ``job`` holds on each cluster of its placement (computed once while indexed)."""
-        known = self._placed.get(job.id)
-        if known is None:
-            known = {c: job.placed_demand(c) for c in job.placement or {}}
-            if job.id in self._entries:
-                self._placed[job.id] = known
-        return known
-
-    def discard(self, job_id: str) -> None:
-        self._placed.pop(job_id, None)
-        known = self._entries.pop(job_id, None)
-        if known is not None:
-            queue, entry = known
-            entries = self._by_queue.get(queue)
-            if entries is not None and entry in entries:      # a fresh entry is dropped by settle()
-                entries.remove(entry)
-                self._count -= 1
-                self.removed += 1
-
-    def settle(self) -> None:
-        """A new cycle: this cycle's admissions become candidates."""
-        for queue, entry, preemptions in self._fresh:
-            if self._entries.get(entry[3]) == (queue, entry):
-                self._by_queue.setdefault(queue, SortedList()).add(entry)
-                self._count += 1
-                if self.log is not None:
-                    self.log.add(queue, entry[0], preemptions, entry[3])
-        self._fresh.clear()
-
-    def candidate(self, job_id: str) -> bool:
-        """``job_id`` is a candidate now (indexed and settled)."""
-        known = self._entries.get(job_id)
-        if known is None:
-            return False
-        entries = self._by_queue.get(known[0])
-        return entries is not None and known[1] in entries
-
-    def rank(self, job_id: str) -> Optional[float]:
-        known = self._entries.get(job_id)
-        return known[1][0] if known is not None else None
-
-    def queues(self) -> list[str]:
-        return [q for q, entries in self._by_queue.items() if entries]
-
-    def ordered(self, queue: str, below: float) -> Optional[Iterator[tuple[float, float, int, str]]]:
-        """The queue's candidates of rank < ``below`` in victim order; None when it has none."""
-        entries = self._by_queue.get(queue)
-        if not entries or entries[0][0] >= below:
-            return None
-        if below == ANY:
-            return iter(entries)
-        return entries.irange(maximum=(below,), inclusive=(True, False))
-
-    def __len__(self) -> int:
-        return self._count
-
-
-def above_guarantee(queue: Queue) -> bool:
-    """Uses more than its guarantee of some resource (with no guarantee: uses anything)."""
-    guarantee = queue.guarantee
-    return any(amount > guarantee.get(name, 0) for name, amount in queue.allocated.items())
 
 
 Fit = Callable[[Job], Optional[Placement]]
@@ -215,25 +118,7 @@ class VictimSearch:
         return None
 
     # -- one rule ----------------------------------------------------------------------------
-    def _streams(self, rule: PreemptRule) -> list[Iterator[tuple]]:
-        streams = []
-        for name in self.index.queues():
-            bound = rule.victim_queues(name)
-            if bound is None:
-                continue
-            entries = self.index.ordered(name, bound)
-            if entries is None:
-                continue
-            queue = self.state.queues.get(name)
-            first = 0 if queue is not None and (not queue.guarantee or above_guarantee(queue)) else 1
-            streams.append(_prefixed(first, entries))
-        return streams
-
     def _search(self, job: Job, rule: PreemptRule) -> Optional[Found]:
-        streams = self._streams(rule)
-        if not streams:
-            self.rooms.append((rule, {}, 0))
-            return None
         state = self.state
         line = {job.queue, *(a.name for a in state.ancestors(job.queue))}
         need = job.min_demand
@@ -243,12 +128,12 @@ class VictimSearch:
         chosen: list[Job] = []
         dry_runs = 0
         visited = 0
-        for entry in heapq.merge(*streams):
+        for job_id in victim_order(self.index, rule.victim_queues, state.queues):
             visited += 1
             if visited > rule.max_candidates:
                 self.volatile = True
                 break
-            victim = state.jobs.get(entry[-1])
+            victim = state.jobs.get(job_id)
             if victim is None or not self._eligible(job, victim, rule):
                 continue
             guarded = _guarded(victim, line, state)
@@ -357,11 +242,6 @@ def _with(free: Resources, more: Resources) -> Resources:
     out = dict(free)
     add_into(out, more)
     return out
-
-
-def _prefixed(first: int, entries: Iterator[tuple[float, float, int, str]]) -> Iterator[tuple]:
-    for entry in entries:
-        yield (first, *entry)
 
 
 def _guarded(victim: Job, line: set[str], state: FleetState) -> list[Queue]:
