@@ -382,7 +382,12 @@ class Simulation:
         attempt.end_time, attempt.outcome = self.now, "Succeeded"
         self._running -= 1
         add_into(self._running_demand, _demand(sim.spec), -1)
-        self.engine.finished(job_id, True, ended_at=self.now)
+        # Bind: the engine credits the capacity at the exact end (the simulator knows it; the controller waits for
+        # the report, a difference of timing only: Atoll places on what was freed). Gate: no credit, as in the
+        # controller. karmada-scheduler places from the last report, which still shows the finished job: a job
+        # admitted on credited capacity would be placed without it (split over members, or elsewhere), which the
+        # controller never does (it admits once a report shows the room; tests/sim/test_driver.py, e2e parity).
+        self.engine.finished(job_id, True, ended_at=self.now if self.placement_mode == "bind" else None)
         sim.state, sim.finish_time = "Succeeded", self.now
         self._done += 1
         self._dirty = True

@@ -136,3 +136,22 @@ def test_default_models_make_karmada_unable_to_place_pods_above_the_grade_edges(
     assert "karmada-scheduler never placed it" in gate.jobs["default/j"].reason
     bind = simulate(s, policy.pipeline, "default", placement_mode="bind")     # Atoll ignores the default models
     assert bind.jobs["default/j"].state == "Succeeded"
+
+
+def test_gate_mode_admits_on_reported_capacity_as_the_controller_does() -> None:
+    """member1 has 2 slots free, member2 1 (z holds 3) and w needs 3 in one cluster. When z ends, crediting its
+    capacity at once (bind mode does) would admit w before any report shows the room: karmada-scheduler, placing
+    from the last report, would then split w 2 + 1 over both members. The controller admits only once a report
+    shows member2 empty, and karmada-scheduler puts w whole there (e2e/tests/test_sim_parity.py); so does gate
+    mode. Bind mode still credits the end at once (Atoll places on what it credited: only the timing differs)."""
+    slot = "{name: w, replicas: %d, resources: {cpu: '16', memory: 1Gi}}"
+    s = scenario("clusters: [{name: member1, nodes: [{count: 2, allocatable: {cpu: '32', memory: 256Gi}}]},\n"
+                 "           {name: member2, nodes: [{count: 2, allocatable: {cpu: '32', memory: 256Gi}}]}]\n"
+                 f"jobs:\n  - {{name: x, submitAt: 0s, duration: 2h, tasks: [{slot % 2}]}}\n"
+                 f"  - {{name: z, submitAt: 15s, duration: 90s, tasks: [{slot % 3}]}}\n"
+                 f"  - {{name: w, submitAt: 30s, duration: 10m, tasks: [{slot % 3}]}}")
+    policy = load_policy(ROOT / "policies" / "default.yaml")
+    gate = simulate(s, policy.pipeline, "default", placement_mode="gate").jobs["default/w"].attempts
+    assert [(a.admit_time, a.placement) for a in gate] == [(110.0, {"member2": {"w": 3}})]     # the report at 110 s
+    bind = simulate(s, policy.pipeline, "default", placement_mode="bind").jobs["default/w"].attempts
+    assert [(a.admit_time, a.placement) for a in bind] == [(105.0, {"member2": {"w": 3}})]     # z's end

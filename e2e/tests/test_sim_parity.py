@@ -1,0 +1,187 @@
+"""The simulator against the real fleet, same scenario (issue 10): the order in which Atoll admits the jobs and
+the clusters each one lands on, in gate mode (karmada-scheduler places) and bind mode (Atoll places), with
+policies/default.yaml. The scenario and why it is deterministic: e2e/tests/sim_parity_support.py.
+
+Fleet side: webhook + `atoll run` with the policy; fill jobs submitted one by one, each after the Cluster
+objects report what was admitted so far; the waiters together; then the finishing jobs deleted one at a
+time, each after the fleet settled. A wave is the set of bindings with one `atoll.dev/admitted-at` stamp (one
+engine cycle: the controller stamps a cycle's admissions with the cycle's time); a job's place is its
+binding's `spec.clusters` (karmada-scheduler's in gate mode, Atoll's in bind mode). Simulator side:
+`engine.sim.driver.simulate` on the same scenario in the same mode, waves by admit time.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from e2e.conftest import FleetHandle
+from e2e.harness.kube import Kube
+from e2e.tests.controller_support import (ControllerProcess, annotations_of, atoll, is_paused, job, rb_name)
+from e2e.tests.sim_parity_support import (CPU, FILLS, FINISHES, QUEUES, SCENARIO, WAITS, Outcome, Spec,
+                                          policy_text, run_simulator)
+from e2e.tests.support import binding, delete, propagation_policy, unique, until
+from engine.kube.plan import parse_stamp
+from engine.resources import parse_quantity
+
+pytestmark = pytest.mark.e2e
+
+QUEUE_API = "/apis/scheduling.volcano.sh/v1beta1/queues"
+CLASS_API = "/apis/scheduling.k8s.io/v1/priorityclasses"
+CLUSTERS = "/apis/cluster.karmada.io/v1alpha1/clusters"
+SLOT_MILLI = parse_quantity(CPU, "cpu")
+
+
+@pytest.fixture(scope="module")
+def names(fleet: FleetHandle) -> Iterator[dict[str, str]]:
+    """Volcano Queues (host) and PriorityClasses (host, where the controller reads them, and every member, where
+    the pods are created) for the scenario, under fresh names; removed at the end."""
+    host = fleet.host()
+    made = {q: unique(f"parity-{q}") for q in QUEUES}
+    for q, name in made.items():
+        host.apply({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name},
+                    "spec": {"weight": 1, "priority": QUEUES[q], "reclaimable": True}})
+    classes = {p: unique(f"parity-p{p}") for p in sorted({s.priority for s in SCENARIO})}
+    kubes = [host, *(fleet.member(m) for m in fleet.members)]
+    for value, name in classes.items():
+        for kube in kubes:
+            kube.apply({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+                        "value": value, "globalDefault": False})
+    try:
+        yield {**{f"queue:{q}": n for q, n in made.items()}, **{f"class:{p}": n for p, n in classes.items()}}
+    finally:
+        for name in made.values():
+            delete(host, f"{QUEUE_API}/{name}")
+        for name in classes.values():
+            for kube in kubes:
+                delete(kube, f"{CLASS_API}/{name}")
+
+
+def reported_milli(host: Kube) -> int:
+    """cpu the Clusters report as taken (bound + pending pods), summed over members."""
+    total = 0
+    for c in host.get(CLUSTERS)["items"]:
+        summary = (c.get("status") or {}).get("resourceSummary") or {}
+        for part in ("allocated", "allocating"):
+            total += parse_quantity((summary.get(part) or {}).get("cpu", "0"), "cpu")
+    return total
+
+
+class Run:
+    """The scenario on the fleet in one placement mode."""
+
+    def __init__(self, fleet: FleetHandle, ns: str, mode: str, names: dict[str, str], ctl: ControllerProcess):
+        self.host, self.fleet, self.ns, self.mode, self.names, self.ctl = fleet.host(), fleet, ns, mode, names, ctl
+        self.objs: dict[str, dict[str, Any]] = {}
+        self.history: dict[str, dict[str, Any]] = {}     # admitted bindings as last seen (finished ones too)
+
+    def submit(self, spec: Spec) -> None:
+        obj = job(spec.name, self.ns, cpu=CPU, pods=spec.pods, labels={"volcano.sh/queue-name": self.names[
+            f"queue:{spec.queue}"]}, priority_class=self.names[f"class:{spec.priority}"])
+        self.host.apply(obj)
+        pp = propagation_policy(spec.name, self.ns, [{"apiVersion": "batch/v1", "kind": "Job", "name": spec.name}], {
+            "clusterAffinity": {"clusterNames": self.fleet.members},
+            "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"}})
+        if self.mode == "bind":
+            pp["spec"]["schedulerName"] = "atoll"
+        self.host.apply(pp)
+        self.objs[spec.name] = obj
+
+    def binding(self, name: str) -> Optional[dict[str, Any]]:
+        return binding(self.host, self.ns, rb_name(self.objs[name]))
+
+    def bindings(self) -> dict[str, Optional[dict[str, Any]]]:
+        return {name: self.binding(name) for name in self.objs}
+
+    def admitted(self) -> dict[str, dict[str, Any]]:
+        return {n: rb for n, rb in self.bindings().items()
+                if rb is not None and not is_paused(rb) and "atoll.dev/admitted-at" in annotations_of(rb)}
+
+    def decided(self, name: str) -> bool:
+        """Admitted, or waiting with the reason the controller wrote in the same cycle."""
+        rb = self.binding(name)
+        ann = annotations_of(rb)
+        return rb is not None and ("atoll.dev/admitted-at" in ann and not is_paused(rb)
+                                   or is_paused(rb) and bool(ann.get("atoll.dev/pending-reason")))
+
+    def settled(self) -> Optional[dict[str, dict[str, Any]]]:
+        """Every admitted job placed (spec.clusters) and the Clusters report exactly their pods."""
+        admitted = self.admitted()
+        if any(not (rb.get("spec") or {}).get("clusters") for rb in admitted.values()):
+            return None
+        want = sum(s.pods * SLOT_MILLI for s in SCENARIO if s.name in admitted)
+        return admitted if reported_milli(self.host) == want else None
+
+    def wait_settled(self, what: str) -> dict[str, dict[str, Any]]:
+        admitted = until(f"{self.mode}: {what}: admitted jobs placed and reported by the Clusters", self.settled,
+                         120, show=self.state)
+        self.history.update(admitted)
+        return admitted
+
+    def state(self) -> str:
+        rows = []
+        for name, rb in self.bindings().items():
+            ann = annotations_of(rb)
+            rows.append(f"{name}: paused={is_paused(rb)} admitted-at={ann.get('atoll.dev/admitted-at')} "
+                        f"clusters={((rb or {}).get('spec') or {}).get('clusters')} "
+                        f"reason={ann.get('atoll.dev/pending-reason')!r}")
+        return "\n".join(rows + [f"reported cpu (milli) {reported_milli(self.host)}",
+                                  "--- controller log ---", self.ctl.log_tail(30)])
+
+    def play(self) -> Outcome:
+        for spec in FILLS:
+            self.submit(spec)
+            until(f"{self.mode}: {spec.name} admitted or pending", lambda: self.decided(spec.name), 60,
+                  show=self.state)
+            self.wait_settled(f"after submitting {spec.name}")
+        for spec in WAITS:
+            self.submit(spec)
+        for spec in WAITS:
+            until(f"{self.mode}: {spec.name} admitted or pending", lambda: self.decided(spec.name), 60,
+                  show=self.state)
+        before = self.wait_settled("after submitting the waiters")
+        for spec in FINISHES:
+            self.host.request("DELETE", f"/apis/batch/v1/namespaces/{self.ns}/jobs/{spec.name}",
+                              {"propagationPolicy": "Background"})
+            del self.objs[spec.name]
+            until(f"{self.mode}: a job admitted after {spec.name} ended",
+                  lambda: set(self.admitted()) - set(before), 120, show=self.state)
+            before = self.wait_settled(f"after {spec.name} ended")
+        for name in set(self.objs) - set(before):
+            rb = self.binding(name)
+            assert is_paused(rb) and annotations_of(rb).get("atoll.dev/pending-reason"), self.state()
+        return self.outcome()
+
+    def outcome(self) -> Outcome:
+        """Waves by admitted-at stamp, each binding's clusters; finished jobs as recorded when they ran."""
+        stamps: dict[float, set[str]] = {}
+        for name, rb in self.history.items():
+            stamps.setdefault(parse_stamp(annotations_of(rb)["atoll.dev/admitted-at"]) or 0.0, set()).add(name)
+        placement = {n: {c["name"]: c["replicas"] for c in rb["spec"]["clusters"]} for n, rb in self.history.items()}
+        pending = {s.name for s in SCENARIO if s.name not in self.history}
+        return Outcome([stamps[t] for t in sorted(stamps)], placement, pending)
+
+
+def fleet_idle(host: Kube) -> bool:
+    """No cpu taken in any member: earlier tests' namespaces (deleted asynchronously) are gone."""
+    return reported_milli(host) < 1000
+
+
+@pytest.mark.parametrize("mode", ["gate", "bind"])
+def test_simulator_admits_and_places_as_the_fleet_does(fleet: FleetHandle, host: Kube, ns: str, tmp_path: Path,
+                                                      names: dict[str, str], mode: str) -> None:
+    sim = run_simulator(mode)
+    until("the fleet is idle (earlier tests cleaned up)", lambda: fleet_idle(host), 300,
+          show=lambda: reported_milli(host))
+    with atoll(fleet.info, tmp_path, policy_text(mode)) as (_, ctl, _cm):
+        real = Run(fleet, ns, mode, names, ctl).play()
+        assert ctl.alive(), ctl.log_tail()
+        log = ctl.log_tail(40)
+    detail = f"simulator: {sim}\nfleet: {real}"
+    print(f"{mode}: {detail}")
+    detail += f"\n--- controller log ---\n{log}"
+    assert real.order() == sim.order(), "admission order (waves = engine cycles) differs\n" + detail
+    assert real.placement == sim.placement, "placement differs\n" + detail
+    assert real.pending == sim.pending, detail
