@@ -53,6 +53,51 @@ def referenced_fields(text: str, variable: str = "job") -> Optional[frozenset[st
     return None if bare else frozenset(fields)
 
 
+MAP_FIELDS = ("labels", "annotations")
+_SIMPLE = re.compile(r"'[^'\\]*'|\"[^\"\\]*\"")
+
+
+def map_keys_read(text: str, field: str, variable: str = "job") -> Optional[frozenset[str]]:
+    """The keys ``text`` reads from the map ``variable.field`` when every use of it is ``variable.field['k']`` or
+    ``'k' in variable.field`` with a plain string literal ``k``; None when it is used any other way (``size``,
+    ``.k``, a computed key, a comprehension...): then the whole map counts.
+
+    Why: Kubernetes labels every batch/v1 Job with its own ``controller-uid``, so keying a result on the whole
+    ``job.labels`` map made every Job a cache miss (one CEL evaluation per Job and expression) though the default
+    policy's expressions read one or two label keys."""
+    literals: list[str] = []
+
+    def hold(m: re.Match[str]) -> str:
+        literals.append(m.group(0))
+        return f"'#{len(literals) - 1}#'"
+
+    code = _STRING.sub(hold, text)
+    target = rf"(?<![\w.]){variable}\s*\.\s*{field}\b"
+    uses = len(re.findall(target, code))
+    indexed = re.findall(target + r"\s*\[\s*'#(\d+)#'\s*\]", code)
+    tested = re.findall(r"(?<![\w'])'#(\d+)#'\s+in\s+" + target[len(r"(?<![\w.])"):] + r"(?!\s*[.\[])", code)
+    if len(indexed) + len(tested) != uses:
+        return None
+    keys = set()
+    for i in indexed + tested:
+        literal = literals[int(i)]
+        if not _SIMPLE.fullmatch(literal):
+            return None                      # escapes: leave the whole map in the key
+        keys.add(literal[1:-1])
+    return frozenset(keys)
+
+
+def map_key_getter(field: str, keys: frozenset[str]) -> Callable[[Job], Hashable]:
+    """A key part for ``job.<field>`` that holds only ``keys`` (a missing key is None: label values are strings)."""
+    getter = FIELDS[field]
+    ordered = tuple(sorted(keys))
+
+    def part(job: Job) -> Hashable:
+        values = getter(job)
+        return tuple((k, values.get(k)) for k in ordered)
+    return part
+
+
 def freeze(value: Any) -> Hashable:
     """A hashable, order-independent image of a plain value (dicts, lists, scalars)."""
     if isinstance(value, dict):
@@ -74,6 +119,11 @@ class JobCel:
         known = set(VARIABLES["job"]) & set(FIELDS)
         self.fields: Optional[tuple[str, ...]] = tuple(sorted(fields)) \
             if fields is not None and fields <= known else None
+        # labels / annotations read only through literal keys: the key holds those keys' values, not the map
+        self._parts: dict[str, Callable[[Job], Hashable]] = {}
+        for name in self.fields or ():
+            if name in MAP_FIELDS and (keys := map_keys_read(expression.text, name)) is not None:
+                self._parts[name] = map_key_getter(name, keys)
         self._results: CelCache[Hashable] = CelCache()
         if share is not None:
             shared: dict[tuple[str, Optional[tuple[str, ...]]], CelCache[Hashable]] = \
@@ -88,7 +138,8 @@ class JobCel:
             activation = job_vars(job)
         else:
             activation = {name: FIELDS[name](job) for name in self.fields}
-            key = tuple(freeze(activation[name]) for name in self.fields)
+            key = tuple(self._parts[name](job) if name in self._parts else freeze(activation[name])
+                        for name in self.fields)
         result: tuple[Any, str] = self._results.get(key, lambda: self._run(activation))
         return result
 

@@ -23,7 +23,7 @@ from engine.policy.cel import CelExpression, CelRuntimeError, to_cel
 from engine.policy.cel_vars import CelCache, cluster_vars, job_vars
 from engine.core.state import FleetState
 from engine.model import Cluster, Job
-from plugins._celjob import FIELDS, freeze, referenced_fields
+from plugins._celjob import FIELDS, MAP_FIELDS, freeze, map_key_getter, map_keys_read, referenced_fields
 
 def _frozen(mapping: dict[str, Any]) -> frozenset[tuple[str, Any]]:
     return frozenset(mapping.items())
@@ -38,6 +38,12 @@ _JOB_FIELDS: dict[str, Callable[[Job], Hashable]] = {name: partial(_frozen_field
                                                       for name, getter in FIELDS.items()}
 
 
+def _job_getter(text: str, field: str) -> Callable[[Job], Hashable]:
+    """The field's part of the job key: only the map keys the expression reads, when that is all it reads."""
+    keys = map_keys_read(text, field) if field in MAP_FIELDS else None
+    return _JOB_FIELDS[field] if keys is None else map_key_getter(field, keys)
+
+
 class PairCel:
     """One compiled (job, cluster) expression and its result cache."""
 
@@ -46,7 +52,8 @@ class PairCel:
         job_fields = referenced_fields(expression.text, "job")
         if job_fields is not None and not job_fields <= set(_JOB_FIELDS):
             job_fields = None
-        self._job_getters = None if job_fields is None else [(f, _JOB_FIELDS[f]) for f in sorted(job_fields)]
+        self._job_getters = None if job_fields is None else [(f, _job_getter(expression.text, f))
+                                                             for f in sorted(job_fields)]
         cluster_fields = referenced_fields(expression.text, "cluster")
         self.uses_free = cluster_fields is None or "free" in cluster_fields
         # only the cluster's name, labels and readiness: what the engine's ("ready",) read covers (engine.core.wake)

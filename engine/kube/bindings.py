@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from engine.kube.plan import BindingRef
+from engine.kube.plan import SCHEDULER_NAME, BindingRef, binding_clusters
 from engine.kube.translate import meta
 
 
@@ -17,6 +17,15 @@ def is_paused(obj: Mapping[str, Any]) -> bool:
     spec = obj.get("spec")
     suspension = spec.get("suspension") if isinstance(spec, Mapping) else None
     return isinstance(suspension, Mapping) and suspension.get("scheduling") is True
+
+
+def addressed_unplaced(obj: Mapping[str, Any]) -> bool:
+    """Addressed to ``schedulerName: atoll`` (bind mode) and not placed: waiting for Atoll even when not paused.
+
+    karmada-scheduler ignores these and, without spec.clusters, Karmada's binding controller dispatches nothing, so
+    one the webhook did not pause (created while it was down, failurePolicy Ignore) still waits for Atoll."""
+    spec = obj.get("spec")
+    return isinstance(spec, Mapping) and spec.get("schedulerName") == SCHEDULER_NAME and not binding_clusters(obj)
 
 
 def template_key(binding: Mapping[str, Any]) -> Optional[tuple[str, str]]:

@@ -14,6 +14,7 @@ import uvloop
 from engine.commands.output import add_output, emit
 from engine.errors import InputError, UsageError
 from engine.kube import access, plan
+from engine.kube.bindings import addressed_unplaced
 from engine.kube.runner import Options, Runner
 
 
@@ -64,6 +65,7 @@ def describe_binding(binding: dict[str, Any]) -> str:
     spec = binding.get("spec", {})
     res = spec.get("resource") or {}
     paused = (spec.get("suspension") or {}).get("scheduling") is True
+    unplaced = not paused and addressed_unplaced(binding) and not annotations.get(plan.ADMITTED_ANNOTATION)
     lines = [f"binding {m.get('namespace')}/{m.get('name')} for {res.get('kind')} {res.get('name')}",
              f"queue: {annotations.get(plan.QUEUE_ANNOTATION, '(not yet seen by the controller)')}"]
     if annotations.get(plan.ADMITTED_ANNOTATION) and not paused:
@@ -72,6 +74,9 @@ def describe_binding(binding: dict[str, Any]) -> str:
         lines.append(f"placed on: {', '.join(clusters) if clusters else '(karmada-scheduler has not placed it yet)'}")
     elif paused:
         lines.append("state: waiting (spec.suspension.scheduling is true)")
+        lines.append(f"why: {annotations.get(plan.PENDING_ANNOTATION, '(no reason recorded yet)')}")
+    elif unplaced:
+        lines.append("state: waiting (schedulerName atoll, no spec.clusters yet)")
         lines.append(f"why: {annotations.get(plan.PENDING_ANNOTATION, '(no reason recorded yet)')}")
     else:
         lines.append("state: not paused and not admitted by Atoll (unmanaged, or created while the webhook was off)")
@@ -90,14 +95,15 @@ def binding_summary(binding: dict[str, Any]) -> dict[str, Any]:
     annotations = m.get("annotations") or {}
     spec = binding.get("spec", {})
     res = spec.get("resource") or {}
-    paused = (spec.get("suspension") or {}).get("scheduling") is True
-    admitted = bool(annotations.get(plan.ADMITTED_ANNOTATION)) and not paused
+    scheduling_paused = (spec.get("suspension") or {}).get("scheduling") is True
+    admitted = bool(annotations.get(plan.ADMITTED_ANNOTATION)) and not scheduling_paused
+    waiting = not admitted and (scheduling_paused or addressed_unplaced(binding))
     return {"binding": f"{m.get('namespace')}/{m.get('name')}", "kind": res.get("kind"), "workload": res.get("name"),
             "queue": annotations.get(plan.QUEUE_ANNOTATION),
-            "state": "admitted" if admitted else "waiting" if paused else "unmanaged",
+            "state": "admitted" if admitted else "waiting" if waiting else "unmanaged",
             "admittedAt": annotations.get(plan.ADMITTED_ANNOTATION) if admitted else None,
             "placedOn": [c.get("name") for c in spec.get("clusters") or ()],
-            "why": annotations.get(plan.PENDING_ANNOTATION) if paused else None}
+            "why": annotations.get(plan.PENDING_ANNOTATION) if waiting else None}
 
 
 def _live(controller: str, binding: dict[str, Any]) -> tuple[Optional[str], Optional[str]]:

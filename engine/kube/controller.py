@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Optional
 from engine.core.scheduler import Engine
 from engine.errors import InputError
 from engine.kube import plan
-from engine.kube.bindings import (binding_ref, failure_marker, is_paused, scheduled_condition,
+from engine.kube.bindings import (addressed_unplaced, binding_ref, failure_marker, is_paused, scheduled_condition,
                                   template_key)
 from engine.kube.plan import Event, Patch
 from engine.kube.stuck import StuckPods
@@ -48,6 +48,8 @@ class Controller(Evictions, Failures):
         self.selector = selector
         self.mode = mode
         self.bindings: dict[str, Obj] = {}
+        self.seen: dict[str, int] = {}               # binding -> order first seen (watch order = creation order)
+        self._seen_next = 0
         self.templates: dict[tuple[str, str], Obj] = {}
         self.by_template: dict[tuple[str, str], set[str]] = {}
         self.classes = PriorityClasses()
@@ -78,8 +80,12 @@ class Controller(Evictions, Failures):
         prev_tkey = template_key(old) if old else None
         if new is None:
             self.bindings.pop(key, None)
+            self.seen.pop(key, None)
         else:
             self.bindings[key] = new
+            if key not in self.seen:
+                self.seen[key] = self._seen_next
+                self._seen_next += 1
         tkey = template_key(obj)
         if prev_tkey and prev_tkey != tkey:
             self.by_template.get(prev_tkey, set()).discard(key)
@@ -229,9 +235,13 @@ class Controller(Evictions, Failures):
                      job.state.value if job is not None else "unknown")
         return wanted
 
-    def _arrival(self, key: str) -> tuple[float, str]:
+    def _arrival(self, key: str) -> tuple[float, int, str]:
+        """Submission order: the submit time, then the order the watch delivered the bindings. Bindings the
+        webhook did not pause have only creationTimestamp, whole seconds; within one second the watch's order
+        (etcd's, i.e. creation order) keeps them first come, first served. The engine's FIFO breaks equal
+        submit times by the order of submission."""
         obj = self.bindings.get(key)
-        return (self._submit_time(obj) if obj else 0.0), key
+        return (self._submit_time(obj) if obj else 0.0), self.seen.get(key, 0), key
 
     @staticmethod
     def _submit_time(obj: Mapping[str, Any]) -> float:
@@ -306,12 +316,13 @@ class Controller(Evictions, Failures):
         self._lifecycle(key, obj, known, template, now, out)
 
     def _waiting(self, obj: Mapping[str, Any]) -> bool:
-        """Paused by the webhook, or (bind mode) addressed to us and not placed yet."""
+        """Paused (by the webhook, a requeue or a preemption), or addressed to us and not placed yet (one the
+        webhook did not pause: it was down). In gate mode such a binding, once resumed (its admission stamp), is
+        not placed by anyone either; it is adopted, never admitted twice."""
         if is_paused(obj):
             return True
-        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-        return (self.mode == "bind" and (spec or {}).get("schedulerName") == plan.SCHEDULER_NAME
-                and not plan.binding_clusters(obj))
+        return addressed_unplaced(obj) and (
+            self.mode == "bind" or plan.ADMITTED_ANNOTATION not in (meta(obj).get("annotations") or {}))
 
     def _adopt(self, key: str, obj: Obj, job: Job, template: Obj, now: float, out: list[Patch | Event]) -> None:
         """A resumed binding we have no record of: admitted before a restart (or never paused). It holds
@@ -386,7 +397,7 @@ class Controller(Evictions, Failures):
         self.invalid[key] = why
         if warn:
             log.warning("%s: %s", key, why)
-        if is_paused(obj):
+        if self._waiting(obj):
             ref = binding_ref(obj)
             out.append(Patch(ref, plan.pending_patch(self._queue_hint(obj), why), "pending"))
             if warn:

@@ -377,3 +377,89 @@ def test_a_finish_elsewhere_rewrites_no_waiting_job() -> None:
     assert events(items, "Finished") and ctl.engine.state.fleet_free["cpu"] == 24_000
     assert patches(items, "pending") == [] and events(items, "Pending") == []
     assert ctl.engine.state.jobs["team-a/waiting-job"].pending_reason == reason
+
+
+# -- bindings addressed to schedulerName atoll that the webhook did not pause (created while it was down, with the
+#    default failurePolicy Ignore, or before it was installed): waiting means "no spec.clusters" ------------------
+
+def test_bind_mode_binding_created_while_the_controller_was_down_is_bound_exactly_once() -> None:
+    """Not paused (the webhook was down too), no spec.clusters: nothing was dispatched while no controller ran.
+    The next controller binds it once; the one after that (restart) adopts it, binds nothing."""
+    job = o.batch_job("late", parallelism=2)
+    created = o.binding(job, paused=False, scheduler="atoll")
+    assert "scheduling" not in created["spec"]["suspension"]
+    ctl = controller(mode="bind")
+    feed(ctl, o.cluster("m1"), job, created)
+    items = ctl.step(100.0)
+    (bind,) = patches(items, "bind")
+    assert bind.body["spec"]["clusters"] == [{"name": "m1", "replicas": 2}] and events(items, "Admitted")
+    assert ctl.step(101.0) == []
+    placed = o.binding(job, paused=False, scheduler="atoll", clusters=["m1"], rv="11",
+                       annotations=bind.body["metadata"]["annotations"])
+    again = controller(mode="bind")
+    feed(again, o.cluster("m1"), job, placed)
+    items = again.step(200.0)
+    assert patches(items, "bind") == [] and events(items, "Admitted") == []
+    assert again.engine.state.jobs["team-a/late-job"].state.holds_resources
+
+
+def test_bind_mode_unpaused_binding_that_cannot_be_scheduled_gets_its_reason() -> None:
+    """The pending-reason annotation (and InvalidWorkload Event) was written only on paused bindings: an unpaused,
+    unplaced binding addressed to atoll waits just the same and must say why (template missing or invalid, no room)."""
+    ctl = controller(mode="bind")
+    bad = o.vcjob("bad")
+    bad["spec"]["tasks"][0]["template"]["spec"]["containers"] = []
+    big = o.batch_job("big", parallelism=100)
+    missing = o.batch_job("missing")
+    feed(ctl, o.cluster("m1", cpu="64"), bad, big, o.binding(bad, paused=False, scheduler="atoll"),
+         o.binding(big, paused=False, scheduler="atoll"), o.binding(missing, paused=False, scheduler="atoll"))
+    items = ctl.step(1.0)
+    reasons = {p.ref.name: p.body["metadata"]["annotations"]["atoll.dev/pending-reason"]
+               for p in patches(items, "pending")}
+    assert set(reasons) == {"bad-job", "big-job", "missing-job"}, reasons
+    assert "not found" in reasons["missing-job"] and "no containers" in reasons["bad-job"].lower()
+    assert events(items, "InvalidWorkload") and patches(items, "bind") == []
+
+
+def test_gate_mode_unpaused_binding_addressed_to_atoll_is_admitted_once_not_adopted_unplaced() -> None:
+    """Gate mode meets an unpaused binding addressed to schedulerName atoll: unplaced and never admitted, it waits
+    for admission like a paused one (before: adopted at once, holding capacity, placed nowhere, never in the
+    queue); once admitted (its stamp) a restarted controller adopts it instead of admitting it again."""
+    job = o.batch_job("g", parallelism=2)
+    ctl = controller()
+    feed(ctl, o.cluster("m1"), job, o.binding(job, paused=False, scheduler="atoll"))
+    (admit,) = patches(ctl.step(1.0), "admit")
+    resumed = o.binding(job, paused=False, scheduler="atoll", rv="11", annotations=admit.body["metadata"]["annotations"])
+    again = controller()
+    feed(again, o.cluster("m1"), job, resumed)
+    assert patches(again.step(2.0)) == [] and again.engine.state.jobs["team-a/g-job"].state.holds_resources
+
+
+def test_bindings_created_in_the_same_second_keep_the_order_the_watch_delivered_them() -> None:
+    """Unpaused bindings have no microsecond pause stamp, only creationTimestamp (whole seconds): within one second
+    FIFO follows the watch's order (etcd's commit order), not the bindings' names (before: by name)."""
+    from plugins.fifo import Fifo
+
+    ctl = Controller(Pipeline({"order": [Fifo({}, None)]}), mode="bind")
+    names = ["zeta", "alpha", "mid"]
+    feed(ctl, o.cluster("m1", cpu="64"), *[o.batch_job(n, parallelism=40) for n in names])
+    for n in names:             # one per step: each one only after the one before was bound, in watch order
+        feed(ctl, o.binding(o.batch_job(n, parallelism=40), paused=False, scheduler="atoll",
+                            created="2026-11-22T21:00:00Z"))
+    (first,) = patches(ctl.step(1.0), "bind")
+    assert first.ref.name == "zeta-job"                       # first seen; "alpha" sorts first by name
+    ctl.on_template("MODIFIED", o.batch_job("zeta", parallelism=40, rv="2", status={
+        "succeeded": 40, "conditions": [{"type": "Complete", "status": "True"}]}), None)
+    assert [p.ref.name for p in patches(ctl.step(2.0), "bind")] == ["alpha-job"]
+
+
+def test_explain_says_an_unplaced_binding_addressed_to_atoll_is_waiting() -> None:
+    from engine.kube.cli import binding_summary, describe_binding
+
+    job = o.batch_job("w")
+    rb = o.binding(job, paused=False, scheduler="atoll", annotations={plan.PENDING_ANNOTATION: "no room"})
+    assert "state: waiting (schedulerName atoll, no spec.clusters yet)" in describe_binding(rb)
+    assert binding_summary(rb)["state"] == "waiting" and binding_summary(rb)["why"] == "no room"
+    placed = o.binding(job, paused=False, scheduler="atoll", clusters=["m1"],
+                       annotations={plan.ADMITTED_ANNOTATION: "2026-11-22T21:00:01.000000Z"})
+    assert binding_summary(placed)["state"] == "admitted" and "placed on: m1" in describe_binding(placed)

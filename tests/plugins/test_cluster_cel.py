@@ -152,3 +152,34 @@ def test_job_key_getters_cover_every_cel_job_field_with_the_same_values() -> Non
     for name, getter in _JOB_FIELDS.items():
         assert getter(j) == freeze(plain[name]), name
         hash(getter(j))
+
+
+def test_labels_read_by_literal_key_are_the_key_not_the_whole_map() -> None:
+    """Kubernetes labels every batch/v1 Job with its own controller-uid: keyed on the whole label map, every Job
+    was a cache miss. Keyed on the label keys the expression reads, they share results (and verdict keys), with
+    the values evaluating each job gives."""
+    from plugins._celjob import map_keys_read
+
+    text = ("!('atoll.dev/region' in job.labels) || ('region' in cluster.labels && "
+            "cluster.labels['region'] == job.labels['atoll.dev/region'])")
+    assert map_keys_read(text, "labels") == {"atoll.dev/region"}
+    assert map_keys_read("size(job.labels) > 1 || job.labels['a'] == ''", "labels") is None
+    assert map_keys_read("job.labels.a == '' || 'b' in job.labels", "labels") is None
+    assert map_keys_read("job.labels[k] == ''", "labels") is None
+    assert map_keys_read("r'a' in job.labels", "labels") is None
+    assert map_keys_read("job.labels['a\\'b'] == ''", "labels") is None
+    assert map_keys_read("'x' in job.labels['y'] && job.labels['z'].startsWith('q')", "labels") == {"y", "z"}
+    f = ClusterFilter({"expression": text}, CEL)
+    s = fleet()
+    clusters = list(s.clusters.values())
+    jobs = [job(f"j{i}", task("w", 1, cpu="1"), labels={"controller-uid": f"uid-{i}",
+                                                        **({"atoll.dev/region": r} if r else {})})
+            for i, r in enumerate(["eu", "us", None, "eu", "us", None])]
+    results = [f.pairs.evaluate(j, clusters, s) for j in jobs]
+    assert f.pairs.evaluations == 6                            # 3 distinct region values x 2 clusters, not 12
+    assert results[:3] == results[3:]
+    assert results[0] == {"eu": (True, True), "us": (True, False)} and results[2] == {"eu": (True, True),
+                                                                                       "us": (True, True)}
+    assert f.verdict_key(jobs[0]) == f.verdict_key(jobs[3]) != f.verdict_key(jobs[1])
+    uncached = ClusterFilter({"expression": "size(job.labels) >= 0 && (" + text + ")"}, CEL)
+    assert [uncached.pairs.evaluate(j, clusters, s) for j in jobs] == results and uncached.pairs.evaluations == 12

@@ -195,3 +195,18 @@ def test_celjob_field_getters_equal_job_vars() -> None:
     assert set(FIELDS) == set(VARIABLES["job"])
     expected = job_vars(full)
     assert {name: get(full) for name, get in FIELDS.items()} == expected
+
+
+def test_cel_priority_reading_one_label_is_shared_by_jobs_whose_other_labels_differ() -> None:
+    """Every batch/v1 Job carries its own controller-uid label: the default policy's priority (it reads
+    job.labels['atoll.dev/tier']) is evaluated once per (priority, tier), not once per Job."""
+    from engine.policy.cel import CelCompiler
+    from engine.model import Job
+    from plugins._celjob import JobCel
+
+    text = "job.priority + ('atoll.dev/tier' in job.labels && job.labels['atoll.dev/tier'] == 'prod' ? 1000 : 0)"
+    cel = JobCel(CelCompiler().compile(text, "priority", ("job",)))
+    jobs = [Job(f"j{i}", f"j{i}", labels={"controller-uid": f"uid-{i}", **({"atoll.dev/tier": "prod"} if i % 3 == 0 else {})},
+                priority=5) for i in range(30)]
+    assert [cel.evaluate(j)[0] for j in jobs] == [1005 if i % 3 == 0 else 5 for i in range(30)]
+    assert cel.evaluations == 2
