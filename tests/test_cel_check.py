@@ -202,7 +202,7 @@ def _expressions() -> st.SearchStrategy[str]:
 JOBS = [job_vars(Job(id="ns/a", name="a", namespace="ns", priority=p, attempts=a, labels={"tier": "prod"},
                      tasks=[Task("w", 2, 2, {"cpu": 2000})])) for p, a in ((7, 1), (-3, 0), (0, 2))]
 # Errors the static check leaves to run time, by design (docs/policy.md): values, not names or types.
-VALUE_ERRORS = ("value error in a function's argument", "divide by zero", "modulus by zero", "integer overflow", "not an integer", "out of range")
+VALUE_ERRORS = ("value error in a function's argument", "value error in an operand", "divide by zero", "modulus by zero", "integer overflow", "not an integer", "out of range")
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -219,6 +219,15 @@ def test_what_validates_does_not_fail_for_names_or_types_at_run_time(text: str) 
         except CelRuntimeError as exc:
             message = str(exc)
             assert any(word in message for word in VALUE_ERRORS), message
+
+
+def test_a_failed_operand_of_a_conditional_is_a_value_error() -> None:
+    """Found by the property test above: the condition of ``?:`` divided by zero, and cel-python reported only
+    'Unexpected CELEvalError ? IntType : IntType', which read like a type error."""
+    expression = CEL.compile("(job.priority / job.priority == 1) ? 1 : 2", WHERE, ("job",), "int")
+    plain = job_vars(Job(id="ns/b", name="b", namespace="ns", priority=0, tasks=[Task("w", 1, 1, {"cpu": 1})]))
+    with pytest.raises(CelRuntimeError, match="value error in an operand"):
+        expression.evaluate({"job": plain})
 
 
 @pytest.mark.parametrize("text, with_tier, without", [

@@ -251,7 +251,10 @@ def describe_eval_error(exc: BaseException) -> str:
     _collect(exc, parts)
     text = "; ".join(dict.fromkeys(p for p in parts if p))
     text = re.sub(r"<class '(?:celpy\.)?(?:celtypes\.|evaluation\.)?(\w+)'>", r"\1", text)
-    text = text.replace("Unexpected CELEvalError", "a failed sub-expression")
+    if "Unexpected CELEvalError" in text:
+        # an operator (e.g. ``?:``) handed an operand that had already failed: cel-python keeps only the operand's
+        # type, so the first error's text is lost (as in _lost_cause); the expression type-checked, so it was a value
+        return "value error in an operand (e.g. divide by zero, overflow or a missing key inside it)"
     compared = _COMPARED.search(text)
     if compared:
         left, right = (_cel_kind(t) for t in compared.groups())
