@@ -71,8 +71,7 @@ class FitIndex:
             seen, fit = entry
             names = set(log[seen:])
             if monotone:        # a cluster that held it not and only shrank since holds it not
-                shrunk = self._shrunk
-                grew = {log[i] for i in range(seen, len(log)) if not shrunk[i]}
+                grew = self._grew(seen)
                 names = {name for name in names if name in fit or name in grew}
             for name in names:
                 if exists(name) and test(name):
@@ -102,8 +101,7 @@ class FitIndex:
             most, ties = _most(got, ready)
         else:
             seen, got, most, ties = entry
-            shrunk = self._shrunk
-            grew = {log[i] for i in range(seen, len(log)) if not shrunk[i]}
+            grew = self._grew(seen)
             # Only shrunk clusters (engine bookings: readiness and membership unchanged) keep the most, counted
             # with its ties: it is taken again over every cluster only when the last ready cluster holding it lost
             # some; any other change takes it again.
@@ -121,6 +119,14 @@ class FitIndex:
                 most, ties = _most(got, ready)
         self._counts[request] = (len(log), got, most, ties)
         return got, most
+
+    def _grew(self, seen: int) -> set[str]:
+        """The clusters logged since ``seen`` with a change that was not a shrink; none, without going through
+        the log, when the last such change came before ``seen`` (a cycle's admissions are all shrinks)."""
+        if self._grown <= seen:
+            return set()
+        log, shrunk = self._log, self._shrunk
+        return {log[i] for i in range(seen, len(log)) if not shrunk[i]}
 
     def holds(self, request: Request, count: int) -> Optional[bool]:
         """Whether ``count`` pods fit on one ready cluster (the most there >= ``count``), when known without

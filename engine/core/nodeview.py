@@ -119,7 +119,7 @@ class NodeView:
             return lambda name: self.fits_tasks(name, pods)
         counts, _ = self._replica_counts(single[0])
         count = single[1]
-        return {name for name, n in counts.items() if n >= count}.__contains__   # a C call per cluster asked
+        return lambda name: counts.get(name, 0) >= count
 
     def _fits_tasks(self, cluster: str, pods: Sequence[tuple[PerPod, int]]) -> bool:
         free = self.free(cluster)
