@@ -138,6 +138,8 @@ def _arguments(kwargs: dict[str, Any], names: tuple[str, ...]) -> list[Any]:
 
 def join_keys(parts: Sequence[Any]) -> tuple[Any, ...]:
     """Concatenate the order keys of several plugins into one tuple (smaller sorts first)."""
+    if len(parts) == 2 and type(parts[0]) is tuple and type(parts[1]) is tuple:
+        return parts[0] + parts[1]      # the default policy's queue key (queue-priority, drf), once per examined job
     key: list[Any] = []
     for part in parts:
         if isinstance(part, tuple):

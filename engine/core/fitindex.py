@@ -23,12 +23,12 @@ Request = Hashable      # (resource, amount > 0) pairs, or any key with its own 
 
 
 class FitIndex:
-    def __init__(self, log_limit: int = 4096, request_limit: int = 2048) -> None:
+    def __init__(self, log_limit: int = 16384, request_limit: int = 2048) -> None:
         self._log: list[str] = []                              # clusters whose free capacity changed, in order
         self._shrunk: list[bool] = []                          # per log entry: that change only took capacity
         self._sets: dict[Request, tuple[int, set[str]]] = {}   # request -> (log length seen, where it fits)
-        # request -> (log length seen, how many fit per cluster, the most on a ready cluster)
-        self._counts: dict[Request, tuple[int, dict[str, int], int]] = {}
+        # request -> (log length seen, how many fit per cluster, the most on a ready cluster, how many ready hold it)
+        self._counts: dict[Request, tuple[int, dict[str, int], int, int]] = {}
         self._grown = 0         # log length just after the last change that was not a shrink (see ``below``)
         self._log_limit = log_limit
         self._request_limit = request_limit
@@ -71,8 +71,7 @@ class FitIndex:
             seen, fit = entry
             names = set(log[seen:])
             if monotone:        # a cluster that held it not and only shrank since holds it not
-                shrunk = self._shrunk
-                grew = {log[i] for i in range(seen, len(log)) if not shrunk[i]}
+                grew = self._grew(seen)
                 names = {name for name in names if name in fit or name in grew}
             for name in names:
                 if exists(name) and test(name):
@@ -89,7 +88,8 @@ class FitIndex:
         "does a gang of n such pods fit somewhere" is then one comparison, for every n. Kept like
         ``fitting``: only clusters changed since are counted again, except that a count of 0 stays 0
         while the cluster only shrinks; the most is taken again over every cluster only when some change
-        was not a shrink or a cluster that may have held it lost some. The returned dict is the index's own."""
+        was not a shrink or the last ready cluster holding it (its ties are counted) lost some. The returned
+        dict is the index's own."""
         entry = self._counts.get(request)
         log = self._log
         if entry is not None and entry[0] == len(log):
@@ -98,13 +98,13 @@ class FitIndex:
             if len(self._counts) >= self._request_limit:
                 self.reset()
             got = {name: count(name) for name in clusters}
-            most = max((n for name, n in got.items() if ready(name)), default=0)
+            most, ties = _most(got, ready)
         else:
-            seen, got, most = entry
-            shrunk = self._shrunk
-            grew = {log[i] for i in range(seen, len(log)) if not shrunk[i]}
-            # Only shrunk clusters (engine bookings: readiness and membership unchanged) keep the most unless
-            # one that may have held it lost some; any other change takes the most again.
+            seen, got, most, ties = entry
+            grew = self._grew(seen)
+            # Only shrunk clusters (engine bookings: readiness and membership unchanged) keep the most, counted
+            # with its ties: it is taken again over every cluster only when the last ready cluster holding it lost
+            # some; any other change takes it again.
             again = bool(grew)
             for name in set(log[seen:]):
                 if not exists(name):
@@ -112,14 +112,21 @@ class FitIndex:
                 elif got.get(name, 1) or name in grew:
                     old = got.get(name, 0)
                     new = got[name] = count(name)
-                    if new < old and old >= most:
-                        again = True
-                    elif new > most and ready(name):
-                        most = new
+                    if not again and new < old == most and ready(name):    # a shrink: new < old <= most
+                        ties -= 1
+                        again = not ties
             if again:
-                most = max((n for name, n in got.items() if ready(name)), default=0)
-        self._counts[request] = (len(log), got, most)
+                most, ties = _most(got, ready)
+        self._counts[request] = (len(log), got, most, ties)
         return got, most
+
+    def _grew(self, seen: int) -> set[str]:
+        """The clusters logged since ``seen`` with a change that was not a shrink; none, without going through
+        the log, when the last such change came before ``seen`` (a cycle's admissions are all shrinks)."""
+        if self._grown <= seen:
+            return set()
+        log, shrunk = self._log, self._shrunk
+        return {log[i] for i in range(seen, len(log)) if not shrunk[i]}
 
     def holds(self, request: Request, count: int) -> Optional[bool]:
         """Whether ``count`` pods fit on one ready cluster (the most there >= ``count``), when known without
@@ -135,6 +142,18 @@ class FitIndex:
         if entry[2] < count and self._grown <= entry[0]:
             return False
         return None
+
+
+def _most(got: Mapping[str, int], ready: Callable[[str], bool]) -> tuple[int, int]:
+    """The most in ``got`` over ready clusters (0 when none), and how many ready clusters hold exactly that."""
+    most = ties = 0
+    for name, n in got.items():
+        if n >= most and ready(name):
+            if n > most:
+                most, ties = n, 1
+            else:
+                ties += 1
+    return most, ties
 
 
 def _fits(request: Any, free: Mapping[str, int]) -> bool:
