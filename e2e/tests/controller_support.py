@@ -123,13 +123,17 @@ def vcjob(name: str, ns: str, queue: str, tasks: list[tuple[str, int, str]], min
             "spec": spec}
 
 
-def propagate(kube: Kube, obj: dict[str, Any], clusters: list[str]) -> None:
-    """A PropagationPolicy sending the workload, undivided, to one of ``clusters``."""
+def propagate(kube: Kube, obj: dict[str, Any], clusters: list[str], scheduler: Optional[str] = None) -> None:
+    """A PropagationPolicy sending the workload, undivided where it fits, to ``clusters``; ``scheduler``: its
+    bindings' ``schedulerName`` (``atoll``: placed by Atoll in bind mode, ignored by karmada-scheduler)."""
     m = obj["metadata"]
-    kube.apply(propagation_policy(m["name"], m["namespace"], [
+    pp = propagation_policy(m["name"], m["namespace"], [
         {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": m["name"]}], {
         "clusterAffinity": {"clusterNames": clusters},
-        "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"}}))
+        "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"}})
+    if scheduler:
+        pp["spec"]["schedulerName"] = scheduler
+    kube.apply(pp)
 
 
 def rb_name(obj: dict[str, Any]) -> str:

@@ -22,7 +22,7 @@ from e2e.tests.chart_support import (CHART, RELEASE, allowed, as_token, containe
                                      manifest, service_account_token, start_chart_controller, start_chart_webhook)
 from e2e.tests.controller_support import (PAUSED, ControllerProcess, annotations_of, events_for, job, propagate,
                                           rb_name, wait_admitted)
-from e2e.tests.support import binding, delete, is_true, propagation_policy, unique, until
+from e2e.tests.support import binding, delete, is_true, unique, until
 from e2e.tests.webhook_support import WebhookProcess, free_port
 from engine.kube.webhook_certs import write_certs
 
@@ -268,11 +268,7 @@ def test_helm_upgrade_of_the_policy_is_hot_reloaded(fleet: FleetHandle, installe
     until("policy generation advanced", lambda: metric(installed.controller, "atoll_policy_generation") > generation, 30)
     j = job("bound", ns, cpu="1", pods=2, run_seconds=5)
     karmada.apply(j)
-    pp = propagation_policy("bound", ns, [{"apiVersion": "batch/v1", "kind": "Job", "name": "bound"}], {
-        "clusterAffinity": {"clusterNames": fleet.members},
-        "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"}})
-    pp["spec"]["schedulerName"] = "atoll"
-    karmada.apply(pp)
+    propagate(karmada, j, fleet.members, scheduler="atoll")
     rb = wait_admitted(karmada, j)
     assert sum(c["replicas"] for c in rb["spec"]["clusters"]) == 2, rb["spec"]
     until("Scheduled=True written by the controller SA", lambda: (b := binding(karmada, ns, rb_name(j))) and is_true(

@@ -11,8 +11,8 @@ import pytest
 from e2e.conftest import FleetHandle
 from e2e.harness.kube import Kube
 from e2e.tests.controller_support import (PAUSED, POLICY_NS, annotations_of, atoll, events_for, is_paused, job,
-                                          rb_name, start_controller, wait_admitted)
-from e2e.tests.support import binding, is_true, propagation_policy, until
+                                          propagate, rb_name, start_controller, wait_admitted)
+from e2e.tests.support import binding, is_true, until
 
 pytestmark = pytest.mark.e2e
 
@@ -27,11 +27,7 @@ def test_bind_mode_writes_clusters_and_karmada_dispatches(fleet: FleetHandle, ho
     with atoll(fleet.info, tmp_path, text) as (_, ctl, _cm):
         j = job("bound", ns, cpu="2", pods=3, run_seconds=5)
         host.apply(j)
-        pp = propagation_policy("bound", ns, [{"apiVersion": "batch/v1", "kind": "Job", "name": "bound"}], {
-            "clusterAffinity": {"clusterNames": fleet.members},
-            "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"}})
-        pp["spec"]["schedulerName"] = "atoll"
-        host.apply(pp)
+        propagate(host, j, fleet.members, scheduler="atoll")
         rb = wait_admitted(host, j)
         assert rb["spec"]["schedulerName"] == "atoll"
         clusters = rb["spec"]["clusters"]
@@ -58,11 +54,7 @@ def test_bind_mode_binding_created_while_the_controller_is_down_is_bound_once_it
         ctl.stop()
         j = job("late", ns, cpu="1", pods=2, run_seconds=5)
         host.apply(j)
-        pp = propagation_policy("late", ns, [{"apiVersion": "batch/v1", "kind": "Job", "name": "late"}], {
-            "clusterAffinity": {"clusterNames": fleet.members},
-            "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"}})
-        pp["spec"]["schedulerName"] = "atoll"
-        host.apply(pp)
+        propagate(host, j, fleet.members, scheduler="atoll")
         rb = until("binding created by the detector", lambda: binding(host, ns, rb_name(j)), 60)
         assert is_paused(rb) and PAUSED in annotations_of(rb) and not rb["spec"].get("clusters"), rb["spec"]
         again = start_controller(fleet.info, tmp_path, f"{POLICY_NS}/{cm}", name="controller-2")

@@ -19,10 +19,11 @@ import pytest
 
 from e2e.conftest import FleetHandle
 from e2e.harness.kube import Kube
-from e2e.tests.controller_support import (ControllerProcess, annotations_of, atoll, is_paused, job, rb_name)
+from e2e.tests.controller_support import (ControllerProcess, annotations_of, atoll, is_paused, job, propagate,
+                                          rb_name)
 from e2e.tests.sim_parity_support import (CPU, FILLS, FINISHES, QUEUES, SCENARIO, WAITS, Outcome, Spec,
                                           policy_text, run_simulator)
-from e2e.tests.support import binding, delete, propagation_policy, unique, until
+from e2e.tests.support import binding, delete, unique, until
 from engine.kube.plan import parse_stamp
 from engine.resources import parse_quantity
 
@@ -81,12 +82,7 @@ class Run:
         obj = job(spec.name, self.ns, cpu=CPU, pods=spec.pods, labels={"volcano.sh/queue-name": self.names[
             f"queue:{spec.queue}"]}, priority_class=self.names[f"class:{spec.priority}"])
         self.host.apply(obj)
-        pp = propagation_policy(spec.name, self.ns, [{"apiVersion": "batch/v1", "kind": "Job", "name": spec.name}], {
-            "clusterAffinity": {"clusterNames": self.fleet.members},
-            "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"}})
-        if self.mode == "bind":
-            pp["spec"]["schedulerName"] = "atoll"
-        self.host.apply(pp)
+        propagate(self.host, obj, self.fleet.members, scheduler="atoll" if self.mode == "bind" else None)
         self.objs[spec.name] = obj
 
     def binding(self, name: str) -> Optional[dict[str, Any]]:

@@ -5,7 +5,7 @@ and it asks a queue for its bound only when one of its candidates comes up."""
 from __future__ import annotations
 
 import heapq
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -39,6 +39,16 @@ def _recorded(items: Iterator[tuple], into: list[tuple]) -> Iterator[tuple]:
     for item in items:
         into.append(item)
         yield item
+
+
+def _asking(bound: Callable[[str], Optional[float]]) -> tuple[Callable[[str], Optional[float]], list[str]]:
+    """A rule's ``victim_queues`` that records the queues it is asked about."""
+    asked: list[str] = []
+
+    def victim_queues(name: str) -> Optional[float]:
+        asked.append(name)
+        return bound(name)
+    return victim_queues, asked
 
 
 def reference(index: RunningIndex, bounds: dict[str, Optional[float]], queues: dict[str, Queue]) -> list[str]:
@@ -121,12 +131,7 @@ def test_bounds_are_asked_only_for_the_queues_met() -> None:
     queues = {f"q{i}": Queue(name=f"q{i}") for i in range(1000)}
     for i in range(3000):
         index.add(_job(i, f"q{i % 1000}", float(i)), rank=0, fresh=False)
-    asked: list[str] = []
-
-    def victim_queues(name: str) -> Optional[float]:
-        asked.append(name)
-        return ANY
-
+    victim_queues, asked = _asking(lambda name: ANY)
     walk = victim_order(index, victim_queues, queues)
     assert next(walk) == "j2999"
     assert asked == ["q999"]
@@ -140,12 +145,7 @@ def test_a_rule_opening_one_queue_of_many_switches_to_its_stream() -> None:
     queues = {f"q{i}": Queue(name=f"q{i}") for i in range(100)}
     for i in range(20000):
         index.add(_job(i, f"q{i % 100}", float(i)), rank=0, fresh=False)
-    asked: list[str] = []
-
-    def victim_queues(name: str) -> Optional[float]:
-        asked.append(name)
-        return ANY if name == "q0" else None
-
+    victim_queues, asked = _asking(lambda name: ANY if name == "q0" else None)
     streams = _spy(index, "ordered")
     walk = victim_order(index, victim_queues, queues)
     got = [next(walk)]
