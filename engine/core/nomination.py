@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Callable, Hashable, Optional
 
 from engine.core.preempt import ANY, PreemptRule, above_guarantee, RunningIndex, VictimSearch, booked
+from engine.core.running import Standing
 from engine.core.searchroom import Room
 from engine.core.searchwake import CandidateLog, ParkedSearch, Watch, scopes
 from engine.core.state import FleetState
@@ -21,6 +22,7 @@ from engine.resources import Resources
 from engine.pipeline import Pipeline
 
 DRY_RUNS_PER_CYCLE = 512
+STANDINGS_MAX = 1024           # scopes whose Standing is kept for the current state (bounds memory)
 """Preemption dry runs one cycle may spend; refused jobs left without one look again at the next capacity
 change (the evictions issued this cycle make one)."""
 
@@ -48,11 +50,16 @@ class Preemptions:
         # and candidates only shrink, so a job with the same key finds none either
         self._hopeless: set[Hashable] = set()
         self._keys: dict[str, tuple[Job, int, int, str, Optional[Hashable]]] = {}    # per job version
+        # what rules of equal scopes make of each queue, shared by the searches of one state (engine.core.running)
+        self._standings: dict[Hashable, Standing] = {}
+        self._standings_at: tuple[int, int] = (-1, -1)     # (state.changes, running.version) they hold for
 
     def set_pipeline(self, pipeline: Pipeline) -> None:
         self.pipeline = pipeline
         self.running = RunningIndex()
         self._keys.clear()
+        self._standings.clear()
+        self._standings_at = (-1, -1)
         self._parked.clear()
         self._watches.clear()
         if self.park:
@@ -117,7 +124,7 @@ class Preemptions:
             return protect(preemptor=preemptor, victim=victim, rule=rule, state=state, now=now)
 
         search = VictimSearch(state, self.running, fit, protected, now, self._dry_runs,
-                              self.pipeline.fitting_clusters_only)
+                              self.pipeline.fitting_clusters_only, self._standing if self.park else None)
         found = search.run(job, rules)
         if found is None:
             if key is not None and search.hopeless and search.protected_until is None:
@@ -205,6 +212,22 @@ class Preemptions:
 
     def log_end(self) -> int:
         return self._log.end
+
+    def _standing(self, rule: PreemptRule) -> Optional[Standing]:
+        """The Standing searches of ``rule``'s scope share while the state and the candidates stay as they are
+        (``FleetState.changes`` and ``RunningIndex.version`` grow with any change of queues, usage or
+        candidates); None for a rule without a scope."""
+        if rule.scope is None:
+            return None
+        at = (self.state.changes, self.running.version)
+        if at != self._standings_at or len(self._standings) >= STANDINGS_MAX:
+            self._standings.clear()
+            self._standings_at = at
+        key = (rule.plugin, rule.scope)
+        found = self._standings.get(key)
+        if found is None:
+            found = self._standings[key] = Standing()
+        return found
 
     def _key(self, job: Job) -> Optional[Hashable]:
         """What the preempt stage's rules read of ``job`` (its plugins' ``verdict_key``s) and what the

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Callable, Hashable, Optional
 
 # ANY, RunningIndex and above_guarantee are re-exported: preempt plugins import them from here
-from engine.core.running import ANY, RunningIndex, above_guarantee, victim_order
+from engine.core.running import ANY, RunningIndex, Standing, above_guarantee, victim_order
 from engine.core.state import FleetState
 from engine.model import Job, JobState, Placement, Queue
 from engine.resources import Resources, add_into, fits
@@ -87,8 +87,10 @@ class VictimSearch:
     """One preemption attempt for one job: ``run(rules)`` -> Found or None. See the module doc."""
 
     def __init__(self, state: FleetState, index: RunningIndex, fit: Fit, protect: Protect, now: float,
-                 budget: Optional[list[int]] = None, one_cluster: bool = False) -> None:
+                 budget: Optional[list[int]] = None, one_cluster: bool = False,
+                 standings: Optional[Callable[[PreemptRule], Optional[Standing]]] = None) -> None:
         self.state = state
+        self.standings = standings     # a rule's Standing shared with earlier searches of an equal scope (running.py)
         # the place stage places a job only where its gang minimum fits whole (Pipeline.fitting_clusters_only):
         # the fleet-wide dry run can then only succeed where one cluster could hold the minimum
         self.one_cluster = one_cluster
@@ -128,7 +130,8 @@ class VictimSearch:
         chosen: list[Job] = []
         dry_runs = 0
         visited = 0
-        for job_id in victim_order(self.index, rule.victim_queues, state.queues):
+        standing = self.standings(rule) if self.standings is not None else None
+        for job_id in victim_order(self.index, rule.victim_queues, state.queues, standing=standing):
             visited += 1
             if visited > rule.max_candidates:
                 self.volatile = True

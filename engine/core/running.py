@@ -68,6 +68,7 @@ class RunningIndex:
         self._fresh: list[tuple[str, Entry, int]] = []    # (queue, entry, preemptions)
         self._busy: set[str] = set()          # queues with at least one settled entry
         self.removed = 0                      # candidates that left _by_queue, ever (engine.core.searchroom)
+        self.version = 0                      # grows whenever a candidate comes or goes (Standing caches key on it)
         self._placed: dict[str, dict[str, Resources]] = {}     # job id -> cluster -> its placed demand
         self.log: Optional[CandidateLog] = None     # every candidate as it becomes one (engine.core.searchwake)
 
@@ -88,6 +89,7 @@ class RunningIndex:
             entries = self._by_queue[queue] = SortedList()
         if not entries:
             self._busy.add(queue)
+        self.version += 1
         entries.add(entry)
         self._all.add((*entry, queue))
 
@@ -108,6 +110,7 @@ class RunningIndex:
             entries = self._by_queue.get(queue)
             if entries is not None and entry in entries:      # a fresh entry is dropped by settle()
                 entries.remove(entry)
+                self.version += 1
                 self._all.remove((*entry, queue))
                 if not entries:
                     self._busy.discard(queue)
@@ -175,14 +178,26 @@ def above_guarantee(queue: Queue) -> bool:
 CLOSED = (-1, 0.0)
 
 
+class Standing(dict[str, tuple[int, float]]):
+    """Per queue, what one rule makes of it: (pass, bound), pass 0 (above its guarantee, or none) or 1, CLOSED
+    when the rule does not open it or it has no candidate below the bound. It is a function of the rule's scope
+    (``PreemptRule.scope``: equal scopes open the same queues to the same ranks in every state), the queues and
+    their usage, and the index: searches of equal scopes in one state share one (``Preemptions``).
+    ``complete``: every queue holding candidates is in it."""
+
+    complete = False
+
+
 def victim_order(index: RunningIndex, victim_queues: Callable[[str], Optional[float]], queues: dict[str, Queue],
                  lazy_skips: int = LAZY_SKIPS, streams_max: int = STREAMS_MAX,
-                 skips_per_stream: int = SKIPS_PER_STREAM) -> Iterator[str]:
+                 skips_per_stream: int = SKIPS_PER_STREAM, standing: Optional[Standing] = None) -> Iterator[str]:
     """The ids of the candidates of the queues ``victim_queues`` opens, below each one's bound, in victim
     order with the queues above their guarantee (or without one) first: the merge of the per-queue
     streams, see the module doc. The caller must not change the index or the queues' usage between two
-    candidates (a dry run restores both). The keyword arguments tune when it changes ways (tests)."""
-    standing: dict[str, tuple[int, float]] = {}    # queue -> (pass, bound): pass 0 or 1, CLOSED when not opened
+    candidates (a dry run restores both). ``standing``: what an earlier walk of an equal rule in the same
+    state learnt (filled in further). The other keyword arguments tune when it changes ways (tests)."""
+    if standing is None:
+        standing = Standing()
 
     def stand(name: str) -> tuple[int, float]:
         known = standing.get(name)
@@ -209,8 +224,10 @@ def victim_order(index: RunningIndex, victim_queues: Callable[[str], Optional[fl
             later = later or first == 1
             skipped += 1
             if skipped > lazy_skips:
-                for name in index.queues():
-                    stand(name)
+                if not standing.complete:
+                    for name in index.queues():
+                        stand(name)
+                    standing.complete = True
                 opened = {name: known for name, known in standing.items() if known[0] >= current}
                 if len(opened) <= streams_max:
                     yield from _merged(index, opened, current, entry)

@@ -10,7 +10,7 @@ from typing import Callable, Iterator, Optional
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.core.running import ANY, Entry, RunningIndex, above_guarantee, victim_order
+from engine.core.running import ANY, Entry, RunningIndex, Standing, above_guarantee, victim_order
 from engine.model import Job, Queue, Task
 from engine.resources import CPU
 
@@ -104,6 +104,10 @@ def test_the_walk_yields_the_merged_streams_wherever_it_switches(fleet: tuple, l
     expected = reference(index, bounds, queues)
     assert list(victim_order(index, bounds.get, queues, lazy, streams, per_stream)) == expected
     assert list(victim_order(index, bounds.get, queues, 10**9)) == expected             # never switches
+    shared = Standing()                  # a second search of an equal rule in the same state starts from the first's
+    first = victim_order(index, bounds.get, queues, lazy, streams, per_stream, standing=shared)
+    assert [next(first, None) for _ in range(min(2, len(expected)))] == expected[:2]
+    assert list(victim_order(index, bounds.get, queues, per_stream, streams, lazy, standing=shared)) == expected
 
 
 def test_a_switch_midway_neither_repeats_nor_drops_a_candidate() -> None:
@@ -206,3 +210,28 @@ def test_the_index_counts_its_busy_queues() -> None:
     assert not index.queues() and len(index) == 0 and not list(index.walk())
     index.add(a, rank=1, fresh=False)
     assert index.queues() == {"a"} and index.least_rank("a") == 1
+
+
+def test_searches_of_equal_scopes_share_a_standing_while_nothing_changes() -> None:
+    """engine.core.nomination: one Standing per rule scope, for as long as the queues, their usage and the
+    candidates stay as they are; none for a rule without a scope; never in the exhaustive reference engine."""
+    from engine.core.preempt import PreemptRule
+    from engine.core.scheduler import Engine
+    from engine.policy import load_policy
+    from tests.core.test_searchwake import DEFAULT
+
+    engine = Engine(load_policy(DEFAULT).pipeline)
+    preempt = engine._preempt
+    engine.upsert_queue(Queue(name="a"))
+
+    def rule(scope: object) -> PreemptRule:
+        return PreemptRule("priority", "priority-preemption", lambda name: ANY, scope=scope)
+    one = preempt._standing(rule(("a", 1)))
+    assert one is not None and preempt._standing(rule(("a", 1))) is one
+    assert preempt._standing(rule(("a", 2))) is not one and preempt._standing(rule(None)) is None
+    preempt.running.add(_job(1, "a", 1.0), rank=0, fresh=False)                 # a candidate came
+    two = preempt._standing(rule(("a", 1)))
+    assert two is not one and preempt._standing(rule(("a", 1))) is two
+    engine.upsert_queue(Queue(name="a", priority=5))                            # a queue changed
+    assert preempt._standing(rule(("a", 1))) is not two
+    assert Engine(load_policy(DEFAULT).pipeline, exhaustive=True)._preempt.park is False
