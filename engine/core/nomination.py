@@ -22,9 +22,11 @@ from engine.resources import Resources
 from engine.pipeline import Pipeline
 
 DRY_RUNS_PER_CYCLE = 512
-STANDINGS_MAX = 1024           # scopes whose Standing is kept for the current state (bounds memory)
 """Preemption dry runs one cycle may spend; refused jobs left without one look again at the next capacity
 change (the evictions issued this cycle make one)."""
+
+STANDINGS_MAX = 1024
+"""Rule scopes whose Standing is kept for the current state (bounds memory; engine.core.running)."""
 
 Booking = tuple[dict[str, Resources], dict[str, Resources]]
 
