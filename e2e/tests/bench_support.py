@@ -29,12 +29,15 @@ class CpuMeter:
     what else ran."""
 
     def __init__(self, state_dir: Path) -> None:
-        self.groups: dict[str, list[int]] = {"fleet": [], "test": [os.getpid()], "atoll": _children(os.getpid())}
+        fleet: list[int] = []
         for f in (state_dir / "pids").glob("*.json"):
             try:
-                self.groups["fleet"].append(int(json.loads(f.read_text())["pid"]))
+                fleet.append(int(json.loads(f.read_text())["pid"]))
             except (OSError, ValueError, KeyError):
                 continue
+        # when this test run started the fleet, its processes are this process's children too: count them once
+        self.groups: dict[str, list[int]] = {"fleet": fleet, "test": [os.getpid()],
+                                             "atoll": [p for p in _children(os.getpid()) if p not in fleet]}
         self.start = (time.monotonic(), _machine_busy(), {g: _cpu(pids) for g, pids in self.groups.items()})
 
     def cores(self) -> dict[str, float]:
