@@ -86,7 +86,9 @@ class StageSpecs:
         stay current) and, only when some order plugin of the policy takes ``candidate`` (pluggy passes
         an implementation the arguments it names), after each refusal too, since the next job then
         differs. A plugin without ``candidate`` costs what it always did. Keys are cached per queue
-        and candidate shape until the next admission. The key may depend on the candidate only through
+        and candidate shape until the next admission; when every order plugin declares
+        ``Plugin.keys_queues_by_line`` (the key reads only the queue's line, the queue set, the fleet's
+        allocatable and the candidate's shape), until one of those changes, across cycles. The key may depend on the candidate only through
         ``candidate.shape`` (its tasks: replicas, minimum and per-replica resources, so its demand):
         jobs of one verdict key then give their queue one key, and the engine need not key the queue
         by each of them to stay exact (``Engine._serve_by_candidate``)."""

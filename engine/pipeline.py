@@ -169,6 +169,9 @@ class Pipeline:
         # some order plugin keys a queue by its next job (hookimpl argnames): re-key after refusals too
         self.queue_order_candidate = any("candidate" in i.argnames
                                          for i in managers["order"].hook.atoll_queue_order.get_hookimpls())
+        # every order plugin keys a queue by its line alone: keys are kept across cycles (Engine._queue_key)
+        self.queue_keys_by_line = all(getattr(i.plugin, "keys_queues_by_line", lambda: False)()
+                                      for i in managers["order"].hook.atoll_queue_order.get_hookimpls())
         self.admit = _caller(managers["admit"].hook.atoll_admit, None)
         self.admit_positional = _positional(managers["admit"].hook.atoll_admit, None)     # (job, state)
         self.filter = _caller(managers["place"].hook.atoll_filter, [])

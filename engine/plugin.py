@@ -60,6 +60,15 @@ class Plugin:
         split replicas over clusters where the minimum does not fit must keep seeing them all."""
         return False
 
+    def keys_queues_by_line(self) -> bool:
+        """True when this plugin's ``atoll_queue_order`` key for a queue reads nothing but the queue's line
+        (the queue and its ancestors: their fields and ``allocated``), which queues exist, the fleet's
+        allocatable (``FleetState.fleet_allocatable``) and the candidate's shape, and keeps no state of its
+        own. When every order plugin of a policy says so, the engine keeps a queue's key across cycles
+        until one of those changes (``FleetState.line_stamp``), instead of asking again in every cycle.
+        False by default: the key is asked again after every admission and in every cycle, as before."""
+        return False
+
     def verdict_key(self, job: "Job") -> Optional[Hashable]:
         """Everything of ``job`` that this plugin's admit, place (and preempt) verdicts read besides
         FleetState and the plugin's own config, as a hashable value computed once per job version.

@@ -113,6 +113,9 @@ class Drf(Plugin):
                 return Drf.atoll_queue_order(self, queue, state, None)
             setattr(self, "atoll_queue_order", hookimpl(before))
 
+    def keys_queues_by_line(self) -> bool:
+        return True     # the line's allocated, weights and guarantees, the queue set, fleet allocatable, the shape
+
     def used(self, queue: Queue) -> Mapping[str, int]:
         """What the share measures: all the queue uses, or (share: aboveGuarantee) what it uses beyond its guarantee."""
         if not self.above_guarantee or not queue.guarantee:

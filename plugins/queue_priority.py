@@ -19,6 +19,9 @@ class QueuePriority(Plugin):
     description = "serve queues in Queue.spec.priority order (higher first)"
     DEFAULTS: ClassVar[dict[str, Any]] = {}
 
+    def keys_queues_by_line(self) -> bool:
+        return True                     # the queue's own field
+
     @hookimpl
     def atoll_queue_order(self, queue: Queue, state: FleetState) -> tuple[int]:
         return (-queue.priority,)

@@ -14,12 +14,14 @@ reads (``("victims", ...)``) are stateful -- a search looked at earlier may wake
 look would find gone -- so they are asked only when a group is passed (``holds``, or ``searches_hold`` for a
 queue passed whole), as the walk asks them. A group counts only while each of its jobs shows its parked
 refusal: a job joining it, or a reason written to it, takes it out (``remove``) until it is parked again.
+The reads of a queue's own line (``("line", q)``, ``("usage", q)``) are compared per queue; its other reads (the
+fleet-level reads of its shapes) form one interned set, shared by most queues, whose answer is kept per state.
 How the loops use it: engine.core.turns.
 """
 
 from __future__ import annotations
 
-from typing import Any, Hashable
+from typing import Any, Hashable, Optional
 
 from engine.core.backlog import Group
 from engine.core.state import FleetState
@@ -37,6 +39,14 @@ class QueueReads:
         self._plain: dict[str, dict[Hashable, dict[Hashable, int]]] = {}
         self._searches: dict[str, dict[Hashable, dict[Hashable, int]]] = {}
         self.count: dict[str, int] = {}
+        # queue -> its plain reads split for ``quiet``: (its own line's (read, value) pairs, the other reads'
+        # pairs as one interned frozenset), None when a read has several parked values; dropped on a change
+        self._split: dict[str, Optional[tuple[tuple[tuple[Hashable, Hashable], ...], frozenset]]] = {}
+        self._interned: dict[frozenset, frozenset] = {}
+        # the shared part's answer, per interned frozenset, in the state ``_held_in``: most queues share it
+        # (the same few shapes' fleet-level reads), so it is compared once per state, not once per queue
+        self._held: dict[frozenset, bool] = {}
+        self._held_in: Hashable = None
 
     def add(self, group: Group) -> None:
         """Count a parked group whose jobs all show its parked refusal (else leave it to the walk)."""
@@ -54,6 +64,7 @@ class QueueReads:
         group.counted = parked[0]
         group.searches = tuple(pair for pair in parked[0] if _searching(pair[0]))
         queue = group.queue
+        self._split.pop(queue, None)
         plain, searches = self._plain.setdefault(queue, {}), self._searches.setdefault(queue, {})
         for read, value in parked[0]:
             of = searches if _searching(read) else plain
@@ -70,6 +81,7 @@ class QueueReads:
             return
         group.counted = None
         queue = group.queue
+        self._split.pop(queue, None)
         left = self.count[queue] - 1
         if not left:
             del self.count[queue], self._plain[queue], self._searches[queue]
@@ -91,6 +103,9 @@ class QueueReads:
         self._plain.clear()
         self._searches.clear()
         self.count.clear()
+        self._split.clear()
+        self._interned.clear()
+        self._held.clear()
 
     def quiet(self, queue: str, groups: int) -> bool:
         """Whether all ``groups`` groups of ``queue`` are counted and their plain reads hold now. Their victim
@@ -98,7 +113,42 @@ class QueueReads:
         gone) are asked when each group is passed, as the walk would: ``searches_hold``, ``holds``."""
         if not groups or self.count.get(queue, 0) != groups:
             return False
-        return self._same(self._plain[queue])
+        if queue in self._split:
+            split = self._split[queue]
+        else:
+            split = self._split[queue] = self._split_reads(queue)
+        if split is None:
+            return False                    # groups parked with different values of a read: one differs now
+        own, shared = split
+        value, known = self.reads.value, self.reads.current()
+        for read, seen in own:
+            if (known[read] if read in known else value(read)) != seen:
+                return False
+        version = self.reads.seen
+        if version != self._held_in:
+            self._held_in = version
+            self._held.clear()
+        held = self._held.get(shared)
+        if held is None:
+            held = self._held[shared] = all((known[read] if read in known else value(read)) == seen
+                                                for read, seen in shared)
+        return held
+
+    def _split_reads(self, queue: str) -> Optional[tuple[tuple[tuple[Hashable, Hashable], ...], frozenset]]:
+        """The queue's plain reads as (read, value) pairs: those of its own line apart, the others interned."""
+        own: list[tuple[Hashable, Hashable]] = []
+        shared: list[tuple[Hashable, Hashable]] = []
+        for read, values in self._plain[queue].items():
+            if len(values) != 1:
+                return None
+            pair = (read, next(iter(values)))
+            (own if _own(read, queue) else shared).append(pair)
+        if len(self._interned) > 4096:
+            self._interned.clear()
+            self._split.clear()
+            self._held.clear()
+        key = frozenset(shared)
+        return tuple(own), self._interned.setdefault(key, key)
 
     def searches_hold(self, queue: str) -> bool:
         """Every counted group's victim search still holds (for a queue passed whole, now)."""
@@ -106,8 +156,11 @@ class QueueReads:
 
     def holds(self, group: Group) -> bool:
         """A counted group's victim searches still hold (its plain reads do: its queue is quiet)."""
-        value = self.reads.value
-        return all(value(read) == seen for read, seen in group.searches)
+        value, known = self.reads.value, self.reads.current()
+        for read, seen in group.searches:
+            if (known[read] if read in known else value(read)) != seen:
+                return False
+        return True
 
     def _same(self, of: dict[Hashable, dict[Hashable, int]]) -> bool:
         value, known = self.reads.value, self.reads.current()
@@ -118,6 +171,11 @@ class QueueReads:
                 if (known[read] if read in known else value(read)) != seen:
                     return False
         return True
+
+
+def _own(read: Any, queue: str) -> bool:
+    """A read of the queue's own line (``("line", queue)``, ``("usage", queue)``, ...)."""
+    return len(read) > 1 and read[1] == queue
 
 
 def _searching(read: Any) -> bool:

@@ -40,7 +40,7 @@ class Preemptions:
         # taken with ``reads`` (engine.core.wake); None: never parked (the exhaustive reference engine)
         self.park = reads is not None
         self._reads = reads
-        self._log = CandidateLog(self._candidate)
+        self._log = CandidateLog(self._candidate, lambda: self.running.version)
         self._parked: dict[Hashable, ParkedSearch] = {}
         self._watches: dict[Hashable, Watch] = {}     # rules' scopes -> their shared watch
         if self.park:

@@ -64,7 +64,7 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns):
         self._stamp = 0
         # queue name -> candidate's shape (None: no candidate) -> (stamp, key): a key depends on the
         # candidate only through its shape (hookspec atoll_queue_order), so jobs of one shape share it
-        self._queue_keys: dict[str, dict[Hashable, tuple[int, tuple]]] = {}
+        self._queue_keys: dict[str, dict[Hashable, tuple[Hashable, tuple]]] = {}
         # parked keys' reads (engine.core.wake); new victim candidates count as a change (engine.core.searchwake)
         self._reads = Reads(self.state, self._version)
         self._preempt = Preemptions(self.state, pipeline, None if exhaustive else self._reads)   # victims, nominations

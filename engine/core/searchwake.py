@@ -47,18 +47,36 @@ class CandidateLog:
     """(queue, rank, times preempted, job id) of every job as it becomes a victim candidate; (queue, -inf,
     0, None) when a queue's usage rose above its guarantee, which may open its older jobs to a rule."""
 
-    def __init__(self, candidate: Callable[[str], bool]) -> None:
+    def __init__(self, candidate: Callable[[str], bool], version: Callable[[], int] = lambda: -1) -> None:
         self.entries: list[tuple[str, float, int, Optional[str]]] = []
         self.base = 0                   # absolute position of entries[0]
         self.candidate = candidate      # whether a job id is a candidate now (RunningIndex.candidate)
+        self.version = version          # grows whenever a candidate comes or goes (RunningIndex.version)
         # positions whose job is no candidate any more: gone for good (a job indexed again is a new entry)
         self.gone: set[int] = set()
+        # positions found still a candidate, and at which version: every watch reading the log asks the same
+        self._alive: dict[int, int] = {}
+
+    def still(self, position: int, job_id: str) -> bool:
+        """The job logged at ``position`` is still a candidate (asked once per version of the candidates)."""
+        if position in self.gone:
+            return False
+        version = self.version()
+        if version >= 0 and self._alive.get(position) == version:
+            return True
+        if self.candidate(job_id):
+            self._alive[position] = version
+            return True
+        self.gone.add(position)
+        self._alive.pop(position, None)
+        return False
 
     def add(self, queue: str, rank: float, preemptions: int = 0, job_id: Optional[str] = None) -> None:
         if len(self.entries) >= _TRIM:  # watches older than this wake (see Watch.holds)
             self.base += len(self.entries)
             self.entries = []
             self.gone.clear()
+            self._alive.clear()
         self.entries.append((queue, rank, preemptions, job_id))
 
     @property
@@ -88,17 +106,12 @@ class Watch:
         if self.seen < log.base:
             self.awake = True
             return False
-        rules, candidate, gone = self.rules, log.candidate, log.gone
+        rules, still = self.rules, log.still
         position = self.seen
         for queue, rank, preemptions, job_id in log.entries[self.seen - log.base:]:
-            if job_id is not None:
-                if position in gone:
-                    position += 1
-                    continue
-                if not candidate(job_id):
-                    gone.add(position)
-                    position += 1
-                    continue
+            if job_id is not None and not still(position, job_id):
+                position += 1
+                continue
             position += 1
             if rules is None or any(opens(rule, queue, rank, preemptions) for rule in rules):
                 self.awake = True

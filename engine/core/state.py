@@ -30,6 +30,11 @@ class FleetState(NodeView):
         self.capacity_epoch = 0
         self.changes = 0            # grows with every change of free capacity, queue usage or queues (caches key on it)
         self.queue_edits = 0        # grows when a queue is added, edited or removed
+        self.allocatable_edits = 0  # grows when the fleet's allocatable (the DRF denominator) changes
+        # queue -> when its usage last changed (a count of usage changes; ancestors share a descendant's)
+        self._usage_stamps: dict[str, int] = {}
+        self._usage_changes = 0
+        self._allocatable_seen: Optional[Resources] = None
         self.now = 0.0
         # cluster -> job id -> (reserved resources, started_at or None)
         self._inflight: dict[str, dict[str, tuple[Resources, Optional[float]]]] = {}
@@ -104,7 +109,24 @@ class FleetState(NodeView):
             for c in self.ready_clusters():
                 add_into(total, c.allocatable)
             self._fleet_allocatable = total
+            if total != self._allocatable_seen:
+                self._allocatable_seen = dict(total)
+                self.allocatable_edits += 1
         return self._fleet_allocatable
+
+    def line_stamp(self, queue: str) -> int:
+        """When the usage of ``queue`` or of one of its ancestors last changed (compare for equality only):
+        with ``queue_edits`` and ``allocatable_edits``, what a queue order key that reads only the queue's
+        line tells about whether the key can have changed (``Plugin.keys_queues_by_line``)."""
+        stamps = self._usage_stamps
+        stamp = stamps.get(queue, 0)
+        q = self.queues.get(queue)
+        if q is not None and q.parent:
+            for parent in self.ancestors(queue):
+                other = stamps.get(parent.name, 0)
+                if other > stamp:
+                    stamp = other
+        return stamp
 
     @property
     def fleet_free(self) -> Resources:
@@ -245,9 +267,12 @@ class FleetState(NodeView):
         q = self.queues.get(queue)
         if q is None:
             return
+        self._usage_changes += 1
+        stamp = self._usage_stamps[queue] = self._usage_changes
         add_into(q.allocated, demand, sign)
         for parent in self.ancestors(queue):
             add_into(parent.allocated, demand, sign)
+            self._usage_stamps[parent.name] = stamp
 
     # -- jobs ------------------------------------------------------------------------
     def hold(self, job: Job) -> None:

@@ -31,7 +31,8 @@ class QueueTurns:
     _quiet: QueueReads
     _preempt: Preemptions
     _stamp: int
-    _queue_keys: dict[str, dict[Hashable, tuple[int, tuple]]]
+    exhaustive: bool
+    _queue_keys: dict[str, dict[Hashable, tuple[Hashable, tuple]]]
     _examine: Callable[[Job, float, CycleResult], Optional[Refusal]]
 
     def _serve_by_key(self, sources: dict[str, Source], now: float, result: CycleResult) -> None:
@@ -139,9 +140,13 @@ class QueueTurns:
             return True
         bound = heap[1][0] if len(heap) == 2 else min(heap[1][0], heap[2][0])
         jobs = self.state.jobs
-        for groups in self._backlog.shapes.get(name, {}).values():
-            group = next(iter(groups))
-            if self._queue_key(name, jobs[_head(group)[2]]) >= bound:
+        cache = self._key_cache(name)
+        keys, valid = cache
+        for shape, groups in self._backlog.shapes.get(name, {}).items():
+            cached = keys.get(shape)
+            key = cached[1] if cached is not None and cached[0] == valid else \
+                self._queue_key(name, jobs[_head(next(iter(groups)))[2]], cache)
+            if key >= bound:
                 return False
         return True
 
@@ -154,6 +159,7 @@ class QueueTurns:
         bound = None if len(heap) == 1 else heap[1][0] if len(heap) == 2 else min(heap[1][0], heap[2][0])
         key = heap[0][0]
         keys: dict[Hashable, tuple] = {}          # by shape: nothing changes while it passes refusals
+        cache = self._key_cache(name)
 
         def step(group: Group, job: Job) -> Optional[bool]:
             """True: pass the group; False: its key ends the queue's turn; None: it does not hold (or was not
@@ -161,7 +167,7 @@ class QueueTurns:
             nonlocal key
             fresh = keys.get(group.shape)
             if fresh is None:
-                fresh = keys[group.shape] = self._queue_key(name, job)
+                fresh = keys[group.shape] = self._queue_key(name, job, cache)
             if fresh != key:
                 if bound is not None and bound < fresh:
                     heapq.heapreplace(heap, (fresh, name))
@@ -200,18 +206,33 @@ class QueueTurns:
             walk.take(stamp)
             walk.examined(entry, group, group.parked[1])
 
-    def _queue_key(self, name: str, candidate: Optional[Job] = None) -> tuple:
-        shape = None if candidate is None else candidate.shape
+    def _key_cache(self, name: str) -> tuple[dict[Hashable, tuple[Hashable, tuple]], Hashable]:
+        """The queue's cached keys (by candidate shape) and what a cached key must have been computed in to be
+        current: the engine's stamp (until the next admission or cycle), or, when every order plugin keys queues
+        by their line alone (``Plugin.keys_queues_by_line``), the line's usage, the queues and the fleet's
+        allocatable, across cycles. Unchanged while nothing is admitted or preempted."""
         keys = self._queue_keys.get(name)
         if keys is None:
             keys = self._queue_keys[name] = {}
+        if self.pipeline.queue_keys_by_line and not self.exhaustive:     # the reference engine asks anew
+            state = self.state
+            state.fleet_allocatable           # recomputed if a cluster changed: allocatable_edits is current
+            return keys, (state.queue_edits, state.allocatable_edits, state.line_stamp(name))
+        return keys, self._stamp
+
+    def _queue_key(self, name: str, candidate: Optional[Job] = None,
+                   cache: Optional[tuple[dict[Hashable, tuple[Hashable, tuple]], Hashable]] = None) -> tuple:
+        """The queue's order key by ``candidate`` (its shape); ``cache``: ``_key_cache(name)`` if at hand."""
+        shape = None if candidate is None else candidate.shape
+        keys, valid = cache if cache is not None else self._key_cache(name)
         cached = keys.get(shape)
-        if cached is not None and cached[0] == self._stamp:
+        if cached is not None and cached[0] == valid:
             return cached[1]
-        queue = self.state.queues.get(name)
-        key = join_keys(self.pipeline.queue_order_positional(queue, self.state, candidate)) if queue else ()
+        state = self.state
+        queue = state.queues.get(name)
+        key = join_keys(self.pipeline.queue_order_positional(queue, state, candidate)) if queue else ()
         key = (0 if queue else 1, key, name)    # unknown queues last; name breaks ties deterministically
-        keys[shape] = (self._stamp, key)
+        keys[shape] = (valid, key)
         return key
 
 

@@ -64,12 +64,18 @@ class Reads:
         return value
 
     def current(self) -> dict[Hashable, Hashable]:
-        """The values cached in the current state (read -> value; ``value`` fills in the others)."""
+        """The values cached in the current state (read -> value; ``value`` fills in the others); ``seen`` is
+        that state's version."""
         version = self._version()
         if version != self._seen:
             self._seen = version
             self._values.clear()
         return self._values
+
+    @property
+    def seen(self) -> Hashable:
+        """The version of the state the cached values are for (as of the last ``value``/``current``/``holds``)."""
+        return self._seen
 
     def signature(self, reads: tuple[Hashable, ...]) -> Signature:
         """(read, value) of each distinct read (plugins often declare the same one: each is checked once)."""

@@ -7,10 +7,12 @@ from typing import Any
 
 import pytest
 
-from engine.core.backlog import WalkSource
+from engine.core.backlog import Group, WalkSource
 from engine.core.idle import QueueReads
 from engine.core.scheduler import Engine
-from engine.model import Cluster, JobState, Queue
+from engine.core.state import FleetState
+from engine.core.wake import Reads
+from engine.model import Cluster, JobState, Queue, Refusal
 from engine.resources import CPU, MEMORY
 from tests.core.test_pruned_exact import SHARE_BEFORE, Pair, _copy
 from tests.core.test_wake import DEFAULT, GI, NO_PREEMPTION, _job, churn_steps
@@ -111,3 +113,41 @@ def test_the_counts_follow_parking_and_every_read_is_compared() -> None:
     assert quiet.quiet("q", 1)                     # parked again with the new values
     engine.submit(_job(9, 3, 2000))                # a job joins the group: not counted until parked again
     assert group.counted is None and "q" not in quiet.count
+
+
+def test_a_queues_reads_are_compared_again_after_its_groups_change() -> None:
+    """``QueueReads.quiet`` splits a queue's reads once (its own line apart, the rest shared with other queues and
+    compared once per state); a group added or removed, a new state, or its own line changing, is seen."""
+    state = FleetState()
+    state.upsert_queue(Queue("q"))
+    version = [0]
+    values = {"k": 1}
+    reads = Reads(state, lambda: version[0])
+    quiet = QueueReads(state, reads)
+
+    def fact(_state: Any, name: str) -> int:
+        return values[name]
+
+    def parked(key: str, value: int) -> Group:
+        group = Group("q", key, True, key)
+        group.parked = ((("usage", "q"), reads.value(("usage", "q"))), (("call", fact, "k"), value)), \
+            Refusal("no room", "test")
+        group.reason = "no room"
+        return group
+
+    one, two = parked("one", 1), parked("two", 2)
+    quiet.add(one)
+    assert quiet.quiet("q", 1)
+    quiet.add(two)                                  # parked with another value of the same read
+    assert not quiet.quiet("q", 2)
+    quiet.remove(two)
+    assert quiet.quiet("q", 1)
+    values["k"] = 2
+    version[0] += 1                                 # a new state: the shared part is compared again
+    assert not quiet.quiet("q", 1)
+    values["k"] = 1
+    version[0] += 1
+    assert quiet.quiet("q", 1)
+    state.upsert_queue(Queue("q", capability={CPU: 1000}))   # its own line: the usage of what it limits
+    version[0] += 1
+    assert not quiet.quiet("q", 1)

@@ -16,7 +16,7 @@ from engine.core import preempt as preempt_module
 from engine.core.preempt import ANY, PreemptRule, RunningIndex, VictimSearch
 from engine.core.scheduler import Engine
 from engine.core.searchroom import Room
-from engine.core.searchwake import CandidateLog
+from engine.core.searchwake import CandidateLog, Watch
 from engine.core.state import FleetState
 from engine.model import Cluster, Job, JobState, Queue, Task
 from engine.policy import load_policy
@@ -306,3 +306,23 @@ def test_a_room_woken_by_what_it_cannot_absorb_stays_awake() -> None:
     log.add("q", -ANY)                       # a queue rose above its guarantee: unknown candidates
     assert not room.holds()
     assert not room.holds()
+
+
+def test_a_logged_candidate_that_left_wakes_no_watch_that_looks_after() -> None:
+    """Watches share what the log knows of each entry (``CandidateLog.still``, asked once per version of the
+    candidates): a job that was a candidate when one watch looked, and left before another looked, wakes only
+    the first."""
+    index = RunningIndex()
+    log = CandidateLog(index.candidate, lambda: index.version)
+    index.log = log
+    rule = PreemptRule("priority", "priority-preemption", lambda queue: ANY)
+    early, late = Watch(log, [rule], log.end), Watch(log, [rule], log.end)
+    job = _job(0, 0)
+    job.admitted_at = 1.0
+    index.add(job, 0, fresh=False)             # a candidate now: logged
+    assert index.candidate(job.id)
+    assert not early.holds()                   # it would look at it
+    index.discard(job.id)                      # evicted by an earlier preemptor, say
+    assert late.holds()                        # gone before this one looked: nothing new for it
+    index.add(job, 0, fresh=False)             # a candidate again: a new entry
+    assert not late.holds()
