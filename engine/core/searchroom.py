@@ -89,19 +89,27 @@ class Room:
             self.awake = True
             return False
         left = index.removed - self.removed
-        clusters = state.clusters
+        clusters, free_of, excess_of, need = state.clusters, state.free, state.excess, self.need
         for seen in self.rules:
             if not self.one_cluster and seen.chosen and seen.chosen - left <= preempt.FLEET_WIDE_MAX:
                 return False
+            shorts = seen.short
             for cluster in seen.freed:
                 if cluster not in clusters:
                     continue
-                short = seen.shortfall(cluster, self.need)
-                free, coming = state.free(cluster), state.excess(cluster)
-                for i, (name, amount) in enumerate(short):
+                short = shorts.get(cluster)
+                if short is None:
+                    short = seen.shortfall(cluster, need)
+                free, coming = free_of(cluster), excess_of(cluster)
+                if not short:
+                    return False
+                name, amount = short[0]
+                if free.get(name, 0) + coming.get(name, 0) < amount:
+                    continue            # the resource that fell short last is short still (the usual case)
+                for i in range(1, len(short)):
+                    name, amount = short[i]
                     if free.get(name, 0) + coming.get(name, 0) < amount:
-                        if i:
-                            short.insert(0, short.pop(i))
+                        short.insert(0, short.pop(i))
                         break
                 else:
                     return False
