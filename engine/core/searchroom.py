@@ -26,6 +26,10 @@ this is conservative) instead of waking the search. The search stays parked whil
 - no queue rose above its guarantee in the rules' scope (that may open its older jobs to reclaim:
   unknown candidates, so the search wakes).
 
+Between two looks, a room that found every cluster short checks again only the clusters whose free
+capacity or excess changed since (``FleetState.touched``): the others are short still. Absorbing a
+candidate (what its rules free grew) or a False answer makes it check them all next time.
+
 A search that passed a guarantee floor, hit ``max_candidates``, met a ``min_runtime`` protection or
 the cycle's budget is never parked (``VictimSearch.volatile``, ``protected_until``), as before.
 tests/core/test_searchwake.py checks that a fresh search in the state of the moment finds nothing
@@ -132,7 +136,8 @@ class Room:
                 else:
                     self.looked = None
                     return False
-        self.looked = end
+        # inside a dry run (FleetState.dry_run_begin) the state is supposed: what it saw is forgotten
+        self.looked = end if state.capacity_epoch >= 0 else None
         return True
 
     def _absorb(self, state: FleetState, index: RunningIndex) -> bool:

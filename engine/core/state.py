@@ -37,6 +37,7 @@ class FleetState(NodeView):
         # ``touched_base`` on: a parked search's room looks again only at those (engine.core.searchroom)
         self.touched: list[str] = []
         self.touched_base = 0
+        self._touched_at = 0        # where the dry run under way began in it
         self.now = 0.0
         # cluster -> job id -> (reserved resources, started_at or None)
         self._inflight: dict[str, dict[str, tuple[Resources, Optional[float]]]] = {}
@@ -355,12 +356,18 @@ class FleetState(NodeView):
         self._dry_runs += 1
         saved = self.capacity_epoch
         self.capacity_epoch = -self._dry_runs
+        self._touched_at = self.touched_base + len(self.touched)
         self._credit_excess(1)
         return saved
 
     def dry_run_end(self, saved: int) -> None:
         self._credit_excess(-1)
         self.capacity_epoch = saved
+        # free capacity and excess are as before the dry run (its changes are undone, exact integers), and no
+        # room keeps what it saw inside one (engine.core.searchroom): its clusters need not count as touched
+        at = self._touched_at - self.touched_base
+        if at >= 0:
+            del self.touched[at:]
 
     def excess(self, cluster: str) -> Resources:
         """What evictions under way free on ``cluster`` beyond their preemptors' claims (a dry run counts

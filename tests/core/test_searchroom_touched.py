@@ -1,6 +1,7 @@
 """A parked search's room looks again only at the clusters whose free capacity or excess changed since it
-last found every cluster short (``FleetState.touched``, engine.core.searchroom): after any change of the
-state it answers exactly what a room looking at every cluster answers."""
+last found every cluster short (``FleetState.touched``, engine.core.searchroom; a dry run's changes, undone
+at its end, are dropped from it): after any change of the state it answers exactly what a room looking at
+every cluster answers."""
 
 from __future__ import annotations
 
@@ -82,9 +83,14 @@ def test_a_room_looking_at_changed_clusters_only_answers_as_one_looking_at_all(d
             nominated.append(f"ns/p{i}")
         elif op == "unnominate" and nominated:
             state.unnominate(nominated.pop(data.draw(st.integers(0, len(nominated) - 1))))
-        elif op == "dry":
+        elif op == "dry":                   # a preemption's dry run: victims supposed gone, then given back
             saved = state.dry_run_begin()
+            gone = held[:data.draw(st.integers(0, len(held)))]
+            for job in gone:
+                state.suppose_gone(job, {c: job.placed_demand(c) for c in job.placement or {}})
             _same(state, incremental, full)
+            for job in gone:
+                state.suppose_gone(job, {c: job.placed_demand(c) for c in job.placement or {}}, -1)
             state.dry_run_end(saved)
         answer = _same(state, incremental, full)
         assert incremental.holds() is answer         # asked again in the same state: the same answer
@@ -105,6 +111,21 @@ def test_a_finish_elsewhere_is_not_looked_at_and_one_on_a_cluster_that_could_hol
     state.upsert_cluster(Cluster("b", allocatable={CPU: 8000, MEMORY: 64 * GI}, allocated={CPU: 3000}))
     assert not _same(state, incremental, full)
     assert incremental.looked is None
+
+
+def test_a_dry_run_leaves_no_touched_cluster_behind() -> None:
+    """A dry run credits excess and supposes victims gone, then undoes it: the log is as before it."""
+    state = _fleet()
+    victim = _job(1, "a", 5000)
+    state.hold(victim)
+    state.nominate("ns/p", {"b": {CPU: 1000}}, [victim])
+    before = list(state.touched)
+    saved = state.dry_run_begin()
+    state.suppose_gone(victim, {"a": victim.placed_demand("a")})
+    assert len(state.touched) > len(before)
+    state.suppose_gone(victim, {"a": victim.placed_demand("a")}, -1)
+    state.dry_run_end(saved)
+    assert state.touched == before
 
 
 def test_excess_of_a_nomination_wakes_a_room() -> None:
