@@ -44,6 +44,8 @@ from engine.resources import Resources, add_into, fits
 __all__ = ["ANY", "FLEET_WIDE_MAX", "Found", "PreemptRule", "RunningIndex", "VictimSearch", "above_guarantee",
            "booked"]
 
+_HOLDING = (JobState.ADMITTED, JobState.RUNNING)     # compared by identity first: no enum lookups per victim
+
 FLEET_WIDE_MAX = 256
 """The dry run over all chosen candidates at the end of a rule's search is skipped above this many."""
 
@@ -124,59 +126,85 @@ class VictimSearch:
         state = self.state
         line = {job.queue, *(a.name for a in state.ancestors(job.queue))}
         need = job.min_demand
+        # per cluster, the needed resources with the one that fell short last first: freed only grows and the
+        # state is the same at each check (a dry run restores it), so it usually fails on its first compare
+        wanted = [(r, v) for r, v in need.items() if v > 0]
+        short: dict[str, list[tuple[str, int]]] = {}
         removed: dict[str, Resources] = {}
         freed: dict[str, Resources] = {}
         on: dict[str, list[Job]] = {}
         chosen: list[Job] = []
+        guards: dict[str, list[Queue]] = {}     # victim queue -> _guarded (fixed during one search)
         dry_runs = 0
         visited = 0
+        jobs, clusters, placed_of, eligible = state.jobs, state.clusters, self.index.placed, self._eligible
+        max_candidates, max_dry_runs = rule.max_candidates, rule.max_dry_runs
         standing = self.standings(rule) if self.standings is not None else None
         for job_id in victim_order(self.index, rule.victim_queues, state.queues, standing=standing):
             visited += 1
-            if visited > rule.max_candidates:
+            if visited > max_candidates:
                 self.volatile = True
                 break
-            victim = state.jobs.get(job_id)
-            if victim is None or not self._eligible(job, victim, rule):
+            victim = jobs.get(job_id)
+            if victim is None or not eligible(job, victim, rule):
                 continue
-            guarded = _guarded(victim, line, state)
-            if guarded and not _floor_ok(victim, guarded, removed):
-                self.volatile = True
-                continue
-            for queue in guarded:
-                add_into(removed.setdefault(queue.name, {}), victim.demand)
+            guarded = guards.get(victim.queue)
+            if guarded is None:
+                guarded = guards[victim.queue] = _guarded(victim, line, state)
+            if guarded:
+                if not _floor_ok(victim, guarded, removed):
+                    self.volatile = True
+                    continue
+                for queue in guarded:
+                    add_into(removed.setdefault(queue.name, {}), victim.demand)
             chosen.append(victim)
             self.hopeless = False
-            placed = self.index.placed(victim)
+            placed = placed_of(victim)
             for cluster, amount in placed.items():
-                add_into(freed.setdefault(cluster, {}), amount)
-                on.setdefault(cluster, []).append(victim)
-            for cluster in sorted(placed):
-                if dry_runs >= rule.max_dry_runs or cluster not in state.clusters:
+                more = freed.get(cluster)
+                if more is None:
+                    freed[cluster] = {r: v for r, v in amount.items() if v}     # as add_into into {}
+                    on[cluster] = [victim]
+                else:
+                    add_into(more, amount)
+                    on[cluster].append(victim)
+            if dry_runs >= max_dry_runs:
+                continue
+            for cluster in (sorted(placed) if len(placed) > 1 else placed):
+                if dry_runs >= max_dry_runs or cluster not in clusters:
                     continue
                 free = state.free(cluster)
                 more = freed[cluster]
-                if all(free.get(r, 0) + more.get(r, 0) >= v for r, v in need.items() if v > 0) and \
-                        _covers(state.unclamped_free(cluster), more, need):
-                    dry_runs += 1
-                    found = self._try(job, on[cluster], rule)
-                    if found is not None:
-                        self.visited += visited
-                        return found
+                order = short.get(cluster)
+                if order is None:
+                    order = short[cluster] = list(wanted)
+                for i, (r, v) in enumerate(order):
+                    if free.get(r, 0) + more.get(r, 0) < v:
+                        if i:
+                            order.insert(0, order.pop(i))
+                        break
+                else:
+                    if _covers(state.unclamped_free(cluster), more, need):
+                        dry_runs += 1
+                        found = self._try(job, on[cluster], rule)
+                        if found is not None:
+                            self.visited += visited
+                            return found
         self.visited += visited
-        if chosen and dry_runs < rule.max_dry_runs and len(chosen) <= FLEET_WIDE_MAX and \
-                (not self.one_cluster or any(_covers(_with(state.unclamped_free(c), state.excess(c)), more, need)
-                                             for c, more in freed.items() if c in state.clusters)):
+        if chosen and dry_runs < max_dry_runs and len(chosen) <= FLEET_WIDE_MAX and \
+                (not self.one_cluster or any(_covers(_with(state.free(c), state.excess(c)), more, need) and
+                                             _covers(_with(state.unclamped_free(c), state.excess(c)), more, need)
+                                             for c, more in freed.items() if c in clusters)):
             # e.g. a split gang, or a fleet-wide quota; or, for a job placed on one cluster, victims on one
-            # cluster plus what evictions under way free beyond their claims (a dry run counts that as free)
+            # cluster plus what evictions under way free beyond their claims (a dry run counts that as free);
+            # unclamped free is at most the cached (clamped) free, so that cheaper test is asked first
             return self._try(job, chosen, rule)
         if not dry_runs:
             self.rooms.append((rule, freed, len(chosen)))
         return None
 
     def _eligible(self, job: Job, victim: Job, rule: PreemptRule) -> bool:
-        if victim.state not in (JobState.ADMITTED, JobState.RUNNING) or victim.id == job.preempted_by \
-                or victim.id == job.id:
+        if victim.state not in _HOLDING or victim.id == job.preempted_by or victim.id == job.id:
             return False
         if rule.max_preemptions is not None and victim.preemptions >= rule.max_preemptions:
             return False

@@ -26,6 +26,10 @@ this is conservative) instead of waking the search. The search stays parked whil
 - no queue rose above its guarantee in the rules' scope (that may open its older jobs to reclaim:
   unknown candidates, so the search wakes).
 
+Between two looks, a room that found every cluster short checks again only the clusters whose free
+capacity or excess changed since (``FleetState.touched``): the others are short still. Absorbing a
+candidate (what its rules free grew) or a False answer makes it check them all next time.
+
 A search that passed a guarantee floor, hit ``max_candidates``, met a ``min_runtime`` protection or
 the cycle's budget is never parked (``VictimSearch.volatile``, ``protected_until``), as before.
 tests/core/test_searchwake.py checks that a fresh search in the state of the moment finds nothing
@@ -34,11 +38,16 @@ and runs no dry run whenever a room-parked search holds.
 
 from __future__ import annotations
 
+from typing import Optional
+
 from engine.core import preempt
 from engine.core.preempt import PreemptRule, RunningIndex
 from engine.core.searchwake import CandidateLog, opens
 from engine.core.state import FleetState
 from engine.resources import Resources, add_into
+
+_LOOK_AGAIN_MAX = 1024
+"""Above this many cluster changes since a room last looked, it looks at every cluster again."""
 
 
 class _Seen:
@@ -66,7 +75,8 @@ class _Seen:
 class Room:
     """What a parked search with candidates lacked (see the module doc)."""
 
-    __slots__ = ("demand", "need", "rules", "removed", "log", "seen", "one_cluster", "state", "index", "awake")
+    __slots__ = ("demand", "need", "rules", "removed", "log", "seen", "one_cluster", "state", "index", "awake",
+                 "looked")
 
     def __init__(self, need: Resources, rooms: list[tuple[PreemptRule, dict[str, Resources], int]],
                  state: FleetState, index: RunningIndex, log: CandidateLog, seen: int, one_cluster: bool) -> None:
@@ -80,6 +90,8 @@ class Room:
         self.seen = seen
         self.one_cluster = one_cluster
         self.awake = False      # the log said what a room cannot absorb: awake for good
+        # FleetState.touched position when every cluster was last found short (None: look at all next time)
+        self.looked: Optional[int] = None
 
     def holds(self) -> bool:
         """The search would still find nothing and run no dry run (for a job needing ``demand``). Asking again
@@ -89,22 +101,43 @@ class Room:
             self.awake = True
             return False
         left = index.removed - self.removed
-        clusters = state.clusters
         for seen in self.rules:
             if not self.one_cluster and seen.chosen and seen.chosen - left <= preempt.FLEET_WIDE_MAX:
                 return False
-            for cluster in seen.freed:
+        touched, base = state.touched, state.touched_base
+        end = base + len(touched)
+        looked = self.looked
+        # every cluster was short when it last looked: only those whose free or excess changed since can
+        # cover the need now (absorbing a candidate sets looked to None)
+        changed = set(touched[looked - base:]) if looked is not None and base <= looked <= end and \
+            end - looked <= _LOOK_AGAIN_MAX else None
+        clusters, free_of, excess_of, need = state.clusters, state.free, state.excess, self.need
+        for seen in self.rules:
+            shorts = seen.short
+            freed = seen.freed
+            for cluster in (freed if changed is None else [c for c in changed if c in freed]):
                 if cluster not in clusters:
                     continue
-                short = seen.shortfall(cluster, self.need)
-                free, coming = state.free(cluster), state.excess(cluster)
-                for i, (name, amount) in enumerate(short):
+                short = shorts.get(cluster)
+                if short is None:
+                    short = seen.shortfall(cluster, need)
+                free, coming = free_of(cluster), excess_of(cluster)
+                if not short:
+                    self.looked = None
+                    return False
+                name, amount = short[0]
+                if free.get(name, 0) + coming.get(name, 0) < amount:
+                    continue            # the resource that fell short last is short still (the usual case)
+                for i in range(1, len(short)):
+                    name, amount = short[i]
                     if free.get(name, 0) + coming.get(name, 0) < amount:
-                        if i:
-                            short.insert(0, short.pop(i))
+                        short.insert(0, short.pop(i))
                         break
                 else:
+                    self.looked = None
                     return False
+        # inside a dry run (FleetState.dry_run_begin) the state is supposed: what it saw is forgotten
+        self.looked = end if state.capacity_epoch >= 0 else None
         return True
 
     def _absorb(self, state: FleetState, index: RunningIndex) -> bool:
@@ -126,6 +159,7 @@ class Room:
             if job is None or not index.candidate(job_id):
                 continue            # no candidate now: a fresh search would not meet it
             placed = index.placed(job)
+            self.looked = None              # what its rules free grew: look at every cluster again
             for seen in targets:
                 seen.chosen += 1
                 for cluster, amount in placed.items():

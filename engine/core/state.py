@@ -21,6 +21,9 @@ from engine.core.nodeview import NodeView
 from engine.model import Cluster, Job, JobState, Queue
 from engine.resources import Resources, add_into, clamp_nonnegative, sub
 
+_TOUCHED_MAX = 1 << 16
+"""``FleetState.touched`` starts again after this many entries (a room that looked before then checks all)."""
+
 
 class FleetState(NodeView):
     def __init__(self) -> None:
@@ -35,6 +38,11 @@ class FleetState(NodeView):
         self._usage_stamps: dict[str, int] = {}
         self._usage_changes = 0
         self._allocatable_seen: Optional[Resources] = None
+        # clusters whose free capacity or excess (may have) changed, in order, from absolute position
+        # ``touched_base`` on: a parked search's room looks again only at those (engine.core.searchroom)
+        self.touched: list[str] = []
+        self.touched_base = 0
+        self._touched_at = 0        # where the dry run under way began in it
         self.now = 0.0
         # cluster -> job id -> (reserved resources, started_at or None)
         self._inflight: dict[str, dict[str, tuple[Resources, Optional[float]]]] = {}
@@ -183,9 +191,18 @@ class FleetState(NodeView):
         self._credits.pop(name, None)
         self._invalidate(name)
 
+    def _touch(self, cluster: str) -> None:
+        """``free(cluster)`` or ``excess(cluster)`` may have changed (see ``touched``)."""
+        touched = self.touched
+        if len(touched) >= _TOUCHED_MAX:
+            self.touched_base += len(touched)
+            self.touched = touched = []
+        touched.append(cluster)
+
     def _invalidate(self, cluster: str) -> None:
         """The cluster itself changed (status, readiness, labels, removal): drop every derived view."""
         self.changes += 1
+        self._touch(cluster)
         self._free.pop(cluster, None)
         self._nodes.pop(cluster, None)
         self._fit_memo.pop(cluster, None)
@@ -199,6 +216,7 @@ class FleetState(NodeView):
         """Only the engine's own bookings on a cluster changed: update derived views incrementally.
         ``shrunk``: only taken, totals and node view alike (``FitIndex.changed``)."""
         self.changes += 1
+        self._touch(cluster)
         old = self._free.pop(cluster, None)
         self._fit_memo.pop(cluster, None)
         self._fits.changed(cluster, shrunk)
@@ -363,12 +381,18 @@ class FleetState(NodeView):
         self._dry_runs += 1
         saved = self.capacity_epoch
         self.capacity_epoch = -self._dry_runs
+        self._touched_at = self.touched_base + len(self.touched)
         self._credit_excess(1)
         return saved
 
     def dry_run_end(self, saved: int) -> None:
         self._credit_excess(-1)
         self.capacity_epoch = saved
+        # free capacity and excess are as before the dry run (its changes are undone, exact integers), and no
+        # room keeps what it saw inside one (engine.core.searchroom): its clusters need not count as touched
+        at = self._touched_at - self.touched_base
+        if at >= 0:
+            del self.touched[at:]
 
     def excess(self, cluster: str) -> Resources:
         """What evictions under way free on ``cluster`` beyond their preemptors' claims (a dry run counts
@@ -403,6 +427,7 @@ class FleetState(NodeView):
             booking = {r: v - held.get(r, 0) for r, v in wanted.items() if v > held.get(r, 0)}
             excess = {r: v - wanted.get(r, 0) for r, v in held.items() if v > wanted.get(r, 0)}
             add_into(self._excess.setdefault(cluster, {}), excess, sign)
+            self._touch(cluster)
             if booking and cluster in self.clusters:
                 add_into(self._reserved.setdefault(cluster, {}), booking, sign)
                 self._usage_changed(cluster)

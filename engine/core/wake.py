@@ -40,6 +40,7 @@ from engine.model import Job, Refusal
 from engine.resources import fits
 
 Signature = tuple[tuple[Hashable, Hashable], ...]       # (read, value) pairs
+_UNKNOWN = object()                                      # no value cached for a read yet
 
 
 class Reads:
@@ -88,9 +89,11 @@ class Reads:
         if version != self._seen:
             self._seen = version
             self._values.clear()
-        values = self._values
+        get = self._values.get
         for read, seen in signature:
-            value = values[read] if read in values else self.value(read)
+            value = get(read, _UNKNOWN)          # one hash of the read (nested tuples: not cached by Python)
+            if value is _UNKNOWN:
+                value = self.value(read)
             if value != seen:
                 return False
         return True
