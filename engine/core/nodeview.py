@@ -162,14 +162,20 @@ class NodeView:
             return bool(self.clusters_fitting(need, self.ready_clusters()))
         single = _single(pods)
         if single is not None:
-            known = self._fits.holds(single[0], single[1])
-            if known is None:
-                return self._replica_counts(single[0])[1] >= single[1]
-            return known
+            return self.fits_one_somewhere(single[0], single[1])
         fit = self._fits.fitting(("pods", pods), self.clusters, self.free, self.clusters.__contains__,
                                  lambda name: self.fits_tasks(name, pods), False)   # packing: not monotone
         clusters = self.clusters
         return any(clusters[name].ready for name in fit)
+
+    def fits_one_somewhere(self, per_pod: Vector, count: int) -> bool:
+        """``fits_somewhere`` of ``count`` pods of one shape, given as ``one_pod_shape`` gives it (clusters
+        with node shapes exist): an admit check run for nearly every job of a large backlog, answered in O(1)
+        by ``FitIndex.holds`` while it knows."""
+        known = self._fits.holds(per_pod, count)
+        if known is None:
+            return self._replica_counts(per_pod)[1] >= count
+        return known
 
     def _replica_counts(self, per_pod: Vector) -> tuple[dict[str, int], int]:
         """``replicas_fit`` of ``per_pod`` on every cluster, and the most on a ready one (FitIndex.counts)."""
@@ -178,7 +184,7 @@ class NodeView:
                                  clusters.__contains__, lambda name: clusters[name].ready)
 
 
-def _single(pods: Sequence[tuple[PerPod, int]]) -> Optional[tuple[Vector, int]]:
+def one_pod_shape(pods: Sequence[tuple[PerPod, int]]) -> Optional[tuple[Vector, int]]:
     """``pods`` as (request, count) when it is one pod shape in canonical tuple form with count >= 1
     and a non-empty request (``Job.pods``/``min_pods`` of a one-task job), else None."""
     if len(pods) != 1:
@@ -187,6 +193,9 @@ def _single(pods: Sequence[tuple[PerPod, int]]) -> Optional[tuple[Vector, int]]:
     if count >= 1 and per_pod and isinstance(per_pod, tuple):
         return per_pod, count
     return None
+
+
+_single = one_pod_shape
 
 
 def _summed(pods: Sequence[tuple[PerPod, int]]) -> tuple[tuple[str, int], ...]:
