@@ -93,7 +93,7 @@ class NodeView:
         the same clusters thousands of times between two admissions. One pod shape is answered by
         ``replicas_fit`` (``count`` pods fit iff ``count`` <= how many fit: totals and the sum over
         nodes of what each holds), so gangs of any size of one pod shape share one computation."""
-        single = _single(pods)
+        single = one_pod_shape(pods)
         if single is not None:
             return self.replicas_fit(cluster, single[0]) >= single[1]
         memo = self._fit_memo.get(cluster)
@@ -114,7 +114,7 @@ class NodeView:
         scores): one pod shape reads its replica count per cluster (``FitIndex.counts``, the same numbers
         ``replicas_fit`` gives) instead of going through the memo cluster by cluster. Use before the state
         changes again."""
-        single = _single(pods)
+        single = one_pod_shape(pods)
         if single is None:
             return lambda name: self.fits_tasks(name, pods)
         counts, _ = self._replica_counts(single[0])
@@ -147,7 +147,7 @@ class NodeView:
         where clusters report node shapes, else the same as ``clusters_fitting(need)``."""
         if not self._shaped:
             return self.clusters_fitting(need, clusters)
-        single = _single(pods)
+        single = one_pod_shape(pods)
         if single is not None:
             counts, _ = self._replica_counts(single[0])
             return [c for c in clusters if counts.get(c.name, 0) >= single[1]]
@@ -160,7 +160,7 @@ class NodeView:
         over the ready clusters without building the list (admit-time checks)."""
         if not self._shaped:
             return bool(self.clusters_fitting(need, self.ready_clusters()))
-        single = _single(pods)
+        single = one_pod_shape(pods)
         if single is not None:
             return self.fits_one_somewhere(single[0], single[1])
         fit = self._fits.fitting(("pods", pods), self.clusters, self.free, self.clusters.__contains__,
@@ -193,9 +193,6 @@ def one_pod_shape(pods: Sequence[tuple[PerPod, int]]) -> Optional[tuple[Vector, 
     if count >= 1 and per_pod and isinstance(per_pod, tuple):
         return per_pod, count
     return None
-
-
-_single = one_pod_shape
 
 
 def _summed(pods: Sequence[tuple[PerPod, int]]) -> tuple[tuple[str, int], ...]:
