@@ -93,7 +93,7 @@ class NodeView:
         the same clusters thousands of times between two admissions. One pod shape is answered by
         ``replicas_fit`` (``count`` pods fit iff ``count`` <= how many fit: totals and the sum over
         nodes of what each holds), so gangs of any size of one pod shape share one computation."""
-        single = _single(pods)
+        single = one_pod_shape(pods)
         if single is not None:
             return self.replicas_fit(cluster, single[0]) >= single[1]
         memo = self._fit_memo.get(cluster)
@@ -114,7 +114,7 @@ class NodeView:
         scores): one pod shape reads its replica count per cluster (``FitIndex.counts``, the same numbers
         ``replicas_fit`` gives) instead of going through the memo cluster by cluster. Use before the state
         changes again."""
-        single = _single(pods)
+        single = one_pod_shape(pods)
         if single is None:
             return lambda name: self.fits_tasks(name, pods)
         counts, _ = self._replica_counts(single[0])
@@ -147,7 +147,7 @@ class NodeView:
         where clusters report node shapes, else the same as ``clusters_fitting(need)``."""
         if not self._shaped:
             return self.clusters_fitting(need, clusters)
-        single = _single(pods)
+        single = one_pod_shape(pods)
         if single is not None:
             counts, _ = self._replica_counts(single[0])
             return [c for c in clusters if counts.get(c.name, 0) >= single[1]]
@@ -160,16 +160,22 @@ class NodeView:
         over the ready clusters without building the list (admit-time checks)."""
         if not self._shaped:
             return bool(self.clusters_fitting(need, self.ready_clusters()))
-        single = _single(pods)
+        single = one_pod_shape(pods)
         if single is not None:
-            known = self._fits.holds(single[0], single[1])
-            if known is None:
-                return self._replica_counts(single[0])[1] >= single[1]
-            return known
+            return self.fits_one_somewhere(single[0], single[1])
         fit = self._fits.fitting(("pods", pods), self.clusters, self.free, self.clusters.__contains__,
                                  lambda name: self.fits_tasks(name, pods), False)   # packing: not monotone
         clusters = self.clusters
         return any(clusters[name].ready for name in fit)
+
+    def fits_one_somewhere(self, per_pod: Vector, count: int) -> bool:
+        """``fits_somewhere`` of ``count`` pods of one shape, given as ``one_pod_shape`` gives it (clusters
+        with node shapes exist): an admit check run for nearly every job of a large backlog, answered in O(1)
+        by ``FitIndex.holds`` while it knows."""
+        known = self._fits.holds(per_pod, count)
+        if known is None:
+            return self._replica_counts(per_pod)[1] >= count
+        return known
 
     def _replica_counts(self, per_pod: Vector) -> tuple[dict[str, int], int]:
         """``replicas_fit`` of ``per_pod`` on every cluster, and the most on a ready one (FitIndex.counts)."""
@@ -178,7 +184,7 @@ class NodeView:
                                  clusters.__contains__, lambda name: clusters[name].ready)
 
 
-def _single(pods: Sequence[tuple[PerPod, int]]) -> Optional[tuple[Vector, int]]:
+def one_pod_shape(pods: Sequence[tuple[PerPod, int]]) -> Optional[tuple[Vector, int]]:
     """``pods`` as (request, count) when it is one pod shape in canonical tuple form with count >= 1
     and a non-empty request (``Job.pods``/``min_pods`` of a one-task job), else None."""
     if len(pods) != 1:

@@ -84,6 +84,7 @@ def oracle(sim: Simulation) -> None:
     setattr(state, "replicas_fit", replicas_fit)
     setattr(state, "clusters_fitting_pods", clusters_fitting_pods)
     setattr(state, "fits_somewhere", fits_somewhere)
+    setattr(state, "fits_one_somewhere", lambda per_pod, count: fits_somewhere({}, ((per_pod, count),)))
     setattr(state, "fits_tasks_on", lambda pods: lambda cluster: fits_tasks(cluster, pods))
     state._shaped.add("<node oracle>")      # node-aware paths everywhere (any_node_shapes); no cluster has this name
 
