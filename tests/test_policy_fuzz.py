@@ -56,3 +56,16 @@ def test_a_plugin_config_keyed_by_null_is_an_input_error() -> None:
         assert "spec.plugins.None" in str(exc) and "is not a plugin name" in str(exc), str(exc)
     else:
         raise AssertionError("a null plugin config key was accepted")
+
+
+def test_sibling_errors_under_keys_of_mixed_types_are_an_input_error() -> None:
+    """Found by the fuzz test above (start=314, length=10, noise='0'): a YAML key that is an int (`0:`) beside
+    string keys, each with an error; jsonschema's best_match compared their paths and raised TypeError."""
+    text = GOOD.replace("      priority:", "    0:", 1)
+    assert text != GOOD
+    try:
+        load_policy_text(text, "p.yaml", CATALOG)
+    except InputError as exc:
+        assert str(exc).startswith("p.yaml: spec.plugins."), str(exc)
+    else:
+        raise AssertionError("a policy with two errors under keys of mixed types was accepted")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, ValidationError, best_match
+from jsonschema.exceptions import SchemaError, ValidationError, best_match, relevance
 
 from engine.policy.yaml_source import PathPart
 
@@ -48,10 +48,25 @@ def load_schema_file(path: Path) -> dict[str, Any]:
 
 def first_error(schema: dict[str, Any], instance: Any) -> Optional[tuple[list[PathPart], str]]:
     """(path inside ``instance``, message) of the most relevant violation, or None if valid."""
-    error: Optional[ValidationError] = best_match(validator_for(schema).iter_errors(instance))
+    error: Optional[ValidationError] = best_match(validator_for(schema).iter_errors(instance), key=_relevance)
     if error is None:
         return None
     return list(error.absolute_path), _message(error)
+
+
+def _relevance(error: ValidationError) -> tuple[Any, ...]:
+    """jsonschema's ``relevance`` with the error's path made comparable: YAML allows mapping keys that are not
+    strings (``0: x``, ``~: x``), and jsonschema compares sibling errors' paths, which then mix ints and strings
+    (a TypeError inside ``best_match``, found by tests/test_policy_fuzz.py)."""
+    depth, path, *rest = relevance(error)
+    return (depth, tuple(_comparable(part) for part in path), *rest)
+
+
+def _comparable(part: Any) -> tuple[int, int, str]:
+    """List indices in numeric order, then every other key by its text."""
+    if isinstance(part, int) and not isinstance(part, bool):
+        return (0, part, "")
+    return (1, 0, str(part))
 
 
 def _message(error: ValidationError) -> str:
