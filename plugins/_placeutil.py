@@ -10,28 +10,21 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
-
 from engine.core.nodefit import NodeShapes, max_replicas, pack
 from engine.errors import InputError
+from engine.policy.schema_check import first_error
 from engine.model import Job, Placement, Pods, Task
 from engine.resources import Resources, add_into, format_resources, scale
-
-_VALIDATORS: dict[int, Draft202012Validator] = {}
-
 
 def configure(schema: dict[str, Any], config: Optional[Mapping[str, Any]], where: str) -> dict[str, Any]:
     """Validate ``config`` against the plugin's schema and fill in the top-level defaults, so a
     plugin built directly with ``{}`` behaves exactly as one loaded from a policy."""
     raw = dict(config or {})
-    validator = _VALIDATORS.get(id(schema))
-    if validator is None:
-        validator = _VALIDATORS[id(schema)] = Draft202012Validator(schema)
-    error = best_match(validator.iter_errors(raw))
-    if error is not None:
-        path = "".join(f".{p}" if isinstance(p, str) else f"[{p}]" for p in error.absolute_path)
-        raise InputError(error.message, f"{where}{path}")
+    problem = first_error(schema, raw)      # the policy loader's choice of error, keys of any type included
+    if problem is not None:
+        parts, message = problem
+        path = "".join(f".{p}" if isinstance(p, str) else f"[{p}]" for p in parts)
+        raise InputError(message, f"{where}{path}")
     for name, prop in schema.get("properties", {}).items():
         if name not in raw and isinstance(prop, dict) and "default" in prop:
             default = prop["default"]

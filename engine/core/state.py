@@ -17,6 +17,7 @@ from typing import Optional
 
 from engine.core.fitindex import FitIndex
 from engine.core.nodefit import NodeShapes, more_room, reserve
+from engine.core.claims import Claims
 from engine.core.nodeview import NodeView
 from engine.model import Cluster, Job, JobState, Queue
 from engine.resources import Resources, add_into, clamp_nonnegative, sub
@@ -25,7 +26,7 @@ _TOUCHED_MAX = 1 << 16
 """``FleetState.touched`` starts again after this many entries (a room that looked before then checks all)."""
 
 
-class FleetState(NodeView):
+class FleetState(NodeView, Claims):
     def __init__(self) -> None:
         self.clusters: dict[str, Cluster] = {}
         self.queues: dict[str, Queue] = {}
@@ -345,127 +346,3 @@ class FleetState(NodeView):
             if flights and job.id in flights:
                 reserved, _ = flights[job.id]
                 flights[job.id] = (reserved, at)
-
-    # -- preemption (engine.core.preempt) ------------------------------------------------
-    def suppose_gone(self, job: Job, placed: dict[str, Resources], sign: int = 1) -> None:
-        """Dry run only (between ``dry_run_begin``/``dry_run_end``): count ``job``'s queue usage and what it
-        holds on each cluster (``placed``: cluster -> its placed demand) as free (``sign=-1`` undoes it).
-        Whether the last report counts the job or an in-flight reservation does, free capacity grows by it,
-        and so does the node view (``nodes``): an in-flight job's pods are no longer booked on it, a
-        reported job's pods each give back a virtual node of the pod's size (which nodes they free is
-        unknown; a pod's own room is the least its node has free once it is gone). Every call takes a
-        fresh ``capacity_epoch``: caches keyed on it (the capacity plugin's guarantee ledger) must not
-        carry a verdict from one supposed state to the next (the fill-back gives victims back one by one)."""
-        self._charge(job.queue, job.demand, -sign)
-        if self.capacity_epoch < 0:
-            self._dry_runs += 1
-            self.capacity_epoch = -self._dry_runs
-        for cluster, amount in placed.items():
-            if cluster in self.clusters:
-                add_into(self._reserved.setdefault(cluster, {}), amount, -sign)
-                gone = self._gone.setdefault(cluster, {})
-                times = gone.get(job.id, 0) + sign
-                if times > 0:
-                    gone[job.id] = times
-                else:
-                    gone.pop(job.id, None)
-                    if not gone:
-                        del self._gone[cluster]
-                self._nodes.pop(cluster, None)
-                self._usage_changed(cluster)
-
-    def dry_run_begin(self) -> int:
-        """Enter a dry run: ``capacity_epoch`` takes a value never used before (caches keyed on it, such
-        as the capacity plugin's guarantee ledger, see the supposed state), and the capacity being freed
-        by evictions beyond what their preemptors claim counts as free; returns the epoch to restore."""
-        self._dry_runs += 1
-        saved = self.capacity_epoch
-        self.capacity_epoch = -self._dry_runs
-        self._touched_at = self.touched_base + len(self.touched)
-        self._credit_excess(1)
-        return saved
-
-    def dry_run_end(self, saved: int) -> None:
-        self._credit_excess(-1)
-        self.capacity_epoch = saved
-        # free capacity and excess are as before the dry run (its changes are undone, exact integers), and no
-        # room keeps what it saw inside one (engine.core.searchroom): its clusters need not count as touched
-        at = self._touched_at - self.touched_base
-        if at >= 0:
-            del self.touched[at:]
-
-    def excess(self, cluster: str) -> Resources:
-        """What evictions under way free on ``cluster`` beyond their preemptors' claims (a dry run counts
-        it as free). Do not mutate."""
-        return self._excess.get(cluster, {})
-
-    def freeing(self, need: Resources) -> bool:
-        """Evictions under way free more than their preemptors claimed (see ``_excess``) on some ready
-        cluster, enough that ``need`` could fit there with what is free now."""
-        for cluster, amount in self._excess.items():
-            if cluster in self.clusters and self.clusters[cluster].ready and any(v > 0 for v in amount.values()):
-                free = self.free(cluster)
-                if all(free.get(r, 0) + amount.get(r, 0) >= v for r, v in need.items() if v > 0):
-                    return True
-        return False
-
-    def _credit_excess(self, sign: int) -> None:
-        for cluster, amount in self._excess.items():
-            if cluster in self.clusters and any(v > 0 for v in amount.values()):
-                add_into(self._reserved.setdefault(cluster, {}), amount, -sign)
-                self._usage_changed(cluster)
-
-    # A nomination is a preemptor's claim ``need`` (cluster -> resources) on the capacity its victims hold
-    # (``holding``, shrinking as they go). Others must see max(holding, need) taken on each cluster: the
-    # victims' pods are counted by reports or in-flight reservations, so the booking added is
-    # max(0, need - holding). In a dry run the victims are as good as gone and the preemptor holds its
-    # need: max(0, holding - need) (``_excess``) is credited back.
-    def _apply_nomination(self, job_id: str, sign: int) -> None:
-        need, holding = self._nominations[job_id]
-        for cluster in set(need) | set(holding):
-            wanted, held = need.get(cluster, {}), holding.get(cluster, {})
-            booking = {r: v - held.get(r, 0) for r, v in wanted.items() if v > held.get(r, 0)}
-            excess = {r: v - wanted.get(r, 0) for r, v in held.items() if v > wanted.get(r, 0)}
-            add_into(self._excess.setdefault(cluster, {}), excess, sign)
-            self._touch(cluster)
-            if booking and cluster in self.clusters:
-                add_into(self._reserved.setdefault(cluster, {}), booking, sign)
-                self._usage_changed(cluster)
-
-    def nominate(self, job_id: str, need: dict[str, Resources], victims: list[Job]) -> None:
-        """Book capacity for a preemptor until ``unnominate``: what its victims free is not free for
-        anyone else (up to ``need`` on each cluster)."""
-        self.unnominate(job_id)
-        holding: dict[str, Resources] = {}
-        for victim in victims:
-            for cluster in victim.placement or {}:
-                add_into(holding.setdefault(cluster, {}), victim.placed_demand(cluster))
-        self._nominations[job_id] = (need, holding)
-        self._apply_nomination(job_id, 1)
-
-    def victim_gone(self, job_id: str, victim: Job) -> None:
-        """A victim of ``job_id``'s nomination stopped holding capacity (call before releasing it)."""
-        if job_id not in self._nominations:
-            return
-        self._apply_nomination(job_id, -1)
-        holding = self._nominations[job_id][1]
-        for cluster in victim.placement or {}:
-            if cluster in holding:
-                add_into(holding[cluster], victim.placed_demand(cluster), -1)
-        self._apply_nomination(job_id, 1)
-
-    def unnominate(self, job_id: str) -> Optional[tuple[dict[str, Resources], dict[str, Resources]]]:
-        """Drop a preemptor's booking; returns it (for ``renominate``), None if it had none."""
-        if job_id not in self._nominations:
-            return None
-        self._apply_nomination(job_id, -1)
-        return self._nominations.pop(job_id)
-
-    def renominate(self, job_id: str, booking: tuple[dict[str, Resources], dict[str, Resources]]) -> None:
-        """Put back a booking ``unnominate`` returned (the preemptor could not be admitted yet)."""
-        self._nominations[job_id] = booking
-        self._apply_nomination(job_id, 1)
-
-    def nominations(self) -> dict[str, tuple[dict[str, Resources], dict[str, Resources]]]:
-        """Preemptor id -> (capacity claimed per cluster, capacity its victims still hold per cluster)."""
-        return self._nominations

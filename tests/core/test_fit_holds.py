@@ -6,6 +6,8 @@ releases and dry runs (growth), and reports (growth, readiness)."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -48,6 +50,12 @@ def test_fits_somewhere_asked_first_equals_every_cluster_checked(reports: list, 
     names = [f"c{i}" for i in range(len(reports))]
     for name, (counts, ready) in zip(names, reports):
         state.upsert_cluster(cluster(name, counts, ready))
+    play(state, names, events, lambda: check(state, asks))
+
+
+def play(state: FleetState, names: list[str], events: list, check: Callable[[], None]) -> None:
+    """Apply ``events`` (EVENT) to ``state``, whose clusters are ``names``: ``check`` after each, and inside each
+    dry run too (in the supposed state)."""
     held: list[Job] = []
     for step, event in enumerate([None, *events]):
         if event is None:
@@ -67,13 +75,13 @@ def test_fits_somewhere_asked_first_equals_every_cluster_checked(reports: list, 
             job = held[event[1] % len(held)]
             saved = state.dry_run_begin()
             state.suppose_gone(job, {c: job.placed_demand(c) for c in job.placement or {}})
-            check(state, asks)                   # in the supposed state...
+            check()                              # in the supposed state...
             state.suppose_gone(job, {c: job.placed_demand(c) for c in job.placement or {}}, -1)
             state.dry_run_end(saved)
         elif event[0] == "report":
             _, where, (counts, ready) = event
             state.upsert_cluster(cluster(names[where % len(names)], counts, ready))
-        check(state, asks)                       # ...and after every change
+        check()                                  # ...and after every change
 
 
 def check(state: FleetState, asks: list) -> None:

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.core.state import FleetState
-from engine.model import Job, JobState
+from engine.model import Job
 from plugins.gang import Gang
-from tests.core.test_fit_holds import EVENT, POD, REPORT, cluster, job_of
+from tests.core.test_fit_holds import EVENT, POD, REPORT, cluster, job_of, play
 
 ASK = st.tuples(POD, st.integers(1, 12), st.integers(0, 12))       # per pod, minAvailable, extra replicas
 
@@ -41,32 +41,7 @@ def test_kept_verdicts_equal_new_ones_after_every_change(reports: list, events: 
     for name, (counts, ready) in zip(names, reports):
         state.upsert_cluster(cluster(name, counts, ready))
     gang = Gang({"allowSplit": split}, None)
-    held: list[Job] = []
-    for step, event in enumerate([None, *events]):
-        if event is None:
-            pass
-        elif event[0] == "hold":
-            _, where, (gpus, cpu), count = event
-            job = job_of(f"held{step}", gpus, cpu, count)
-            job.state, job.placement = JobState.ADMITTED, {names[where % len(names)]: {"t": count}}
-            state.jobs[job.id] = job
-            state.hold(job)
-            held.append(job)
-        elif event[0] == "release" and held:
-            job = held.pop(event[1] % len(held))
-            state.release(job)
-            job.state = JobState.SUCCEEDED
-        elif event[0] == "gone" and held:
-            job = held[event[1] % len(held)]
-            saved = state.dry_run_begin()
-            state.suppose_gone(job, {c: job.placed_demand(c) for c in job.placement or {}})
-            check(gang, state, asks, split)     # in the supposed state...
-            state.suppose_gone(job, {c: job.placed_demand(c) for c in job.placement or {}}, -1)
-            state.dry_run_end(saved)
-        elif event[0] == "report":
-            _, where, (counts, ready) = event
-            state.upsert_cluster(cluster(names[where % len(names)], counts, ready))
-        check(gang, state, asks, split)         # ...and after every change
+    play(state, names, events, lambda: check(gang, state, asks, split))
 
 
 def test_a_verdict_is_kept_for_its_own_state_only() -> None:
