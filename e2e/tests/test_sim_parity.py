@@ -3,7 +3,7 @@ the clusters each one lands on, in gate mode (karmada-scheduler places) and bind
 policies/default.yaml. The scenario and why it is deterministic: e2e/tests/sim_parity_support.py.
 
 Fleet side: webhook + `atoll run` with the policy; fill jobs submitted one by one, each after the Cluster
-objects report what was admitted so far; the waiters together; then the finishing jobs deleted one at a
+objects report what was admitted so far, every pod bound to a node; the waiters together; then the finishing jobs deleted one at a
 time, each after the fleet settled. A wave is the set of bindings with one `atoll.dev/admitted-at` stamp (one
 engine cycle: the controller stamps a cycle's admissions with the cycle's time); a job's place is its
 binding's `spec.clusters` (karmada-scheduler's in gate mode, Atoll's in bind mode). Simulator side:
@@ -60,12 +60,13 @@ def names(fleet: FleetHandle) -> Iterator[dict[str, str]]:
                 delete(kube, f"{CLASS_API}/{name}")
 
 
-def reported_milli(host: Kube) -> int:
-    """cpu the Clusters report as taken (bound + pending pods), summed over members."""
+def reported_milli(host: Kube, parts: tuple[str, ...] = ("allocated", "allocating")) -> int:
+    """cpu the Clusters report as taken, summed over members: by bound pods (``allocated``) and pending ones
+    (``allocating``), or only the ``parts`` given."""
     total = 0
     for c in host.get(CLUSTERS)["items"]:
         summary = (c.get("status") or {}).get("resourceSummary") or {}
-        for part in ("allocated", "allocating"):
+        for part in parts:
             total += parse_quantity((summary.get(part) or {}).get("cpu", "0"), "cpu")
     return total
 
@@ -103,12 +104,16 @@ class Run:
                                    or is_paused(rb) and bool(ann.get("atoll.dev/pending-reason")))
 
     def settled(self) -> Optional[dict[str, dict[str, Any]]]:
-        """Every admitted job placed (spec.clusters) and the Clusters report exactly their pods."""
+        """Every admitted job placed (spec.clusters) and the Clusters report exactly their pods, each bound to a
+        node: karmada-scheduler estimates from the resource models, which count only bound pods (a pending
+        pod's request, ``allocating``, is ignored there), so a job submitted while an earlier one's pods were
+        still pending could be placed on the member they fill (seen in CI: b4 sent to a full member2)."""
         admitted = self.admitted()
         if any(not (rb.get("spec") or {}).get("clusters") for rb in admitted.values()):
             return None
         want = sum(s.pods * SLOT_MILLI for s in SCENARIO if s.name in admitted)
-        return admitted if reported_milli(self.host) == want else None
+        bound = reported_milli(self.host, ("allocated",))
+        return admitted if bound == want and reported_milli(self.host, ("allocating",)) == 0 else None
 
     def wait_settled(self, what: str) -> dict[str, dict[str, Any]]:
         admitted = until(f"{self.mode}: {what}: admitted jobs placed and reported by the Clusters", self.settled,
@@ -123,7 +128,8 @@ class Run:
             rows.append(f"{name}: paused={is_paused(rb)} admitted-at={ann.get('atoll.dev/admitted-at')} "
                         f"clusters={((rb or {}).get('spec') or {}).get('clusters')} "
                         f"reason={ann.get('atoll.dev/pending-reason')!r}")
-        return "\n".join(rows + [f"reported cpu (milli) {reported_milli(self.host)}",
+        return "\n".join(rows + [f"reported cpu (milli): bound {reported_milli(self.host, ('allocated',))}, "
+                                  f"pending {reported_milli(self.host, ('allocating',))}",
                                   "--- controller log ---", self.ctl.log_tail(30)])
 
     def play(self) -> Outcome:
