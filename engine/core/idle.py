@@ -120,18 +120,15 @@ class QueueReads:
         if split is None:
             return False                    # groups parked with different values of a read: one differs now
         own, shared = split
-        value, known = self.reads.value, self.reads.current()
-        for read, seen in own:
-            if (known[read] if read in known else value(read)) != seen:
-                return False
+        if not self._all_hold(own):
+            return False
         version = self.reads.seen
         if version != self._held_in:
             self._held_in = version
             self._held.clear()
         held = self._held.get(shared)
         if held is None:
-            held = self._held[shared] = all((known[read] if read in known else value(read)) == seen
-                                                for read, seen in shared)
+            held = self._held[shared] = self._all_hold(shared)
         return held
 
     def _split_reads(self, queue: str) -> Optional[tuple[tuple[tuple[Hashable, Hashable], ...], frozenset]]:
@@ -156,8 +153,12 @@ class QueueReads:
 
     def holds(self, group: Group) -> bool:
         """A counted group's victim searches still hold (its plain reads do: its queue is quiet)."""
+        return self._all_hold(group.searches)
+
+    def _all_hold(self, pairs: Any) -> bool:
+        """Every (read, value) pair has that value now (values cached per state, engine.core.wake)."""
         value, known = self.reads.value, self.reads.current()
-        for read, seen in group.searches:
+        for read, seen in pairs:
             if (known[read] if read in known else value(read)) != seen:
                 return False
         return True
