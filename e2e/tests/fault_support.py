@@ -245,8 +245,8 @@ def accounting_problems(ctl: ControllerProcess, host: Kube, namespaces: list[str
     """Where the engine's books differ from the API's truth; empty when they agree. Truth: the Clusters Karmada
     reports (their resourceSummary, read through the engine's own translation) and, in ``namespaces``, the
     bindings that are resumed (their workloads here never finish), which must be exactly the jobs holding
-    resources. No reservation may be left in flight once the clusters have reported since (at most
-    RESERVATION_REFRESH + Karmada's 10 s status period)."""
+    resources. No reservation may be left in flight once the clusters have reported since (at most Karmada's
+    10 s status period + REPORT_SLACK after the job's start, engine/kube/runner.py)."""
     b = books(ctl)
     problems = []
     api = {c["metadata"]["name"]: c for c in host.get("/apis/cluster.karmada.io/v1alpha1/clusters")["items"]}

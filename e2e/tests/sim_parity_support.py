@@ -19,7 +19,7 @@ Why the scenario is deterministic on a real fleet (docs/simulator.md, "Parity wi
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -96,6 +96,12 @@ class Outcome:
     waves: list[set[str]]
     placement: dict[str, dict[str, int]]
     pending: set[str]
+    admit_time: dict[str, float] = field(default_factory=dict, compare=False)   # simulator only: first admission
+
+    def admitted_on_submit(self) -> set[str]:
+        """The fill jobs the simulator admitted before the next step was submitted (the others waited)."""
+        steps = [STEP * i for i in range(1, len(FILLS) + 1)]    # the next fill's submission, then the waiters'
+        return {s.name for s, nxt in zip(FILLS, steps) if self.admit_time.get(s.name, nxt) < nxt}
 
     def order(self) -> list[list[str]]:
         return [sorted(w) for w in self.waves]
@@ -117,4 +123,5 @@ def run_simulator(mode: str) -> Outcome:
         assert all(a.outcome != "Preempted" for a in job.attempts), (name, job.attempts)
         times.setdefault(first.admit_time, set()).add(name)
         placement[name] = {c: sum(p.values()) for c, p in first.placement.items()}
-    return Outcome([times[t] for t in sorted(times)], placement, pending)
+    return Outcome([times[t] for t in sorted(times)], placement, pending,
+                   {n: t for t, names in times.items() for n in names})

@@ -149,6 +149,15 @@ class FleetState(NodeView, Claims):
     def inflight(self, cluster: str) -> dict[str, tuple[Resources, Optional[float]]]:
         return self._inflight.get(cluster, {})
 
+    def reports_to_redate(self, horizon: float) -> list[str]:
+        """Clusters whose last report is older than ``horizon`` while one of their in-flight reservations is for a
+        job started before it. An adapter that knows every report it holds was current as of ``horizon`` (a live
+        watch on a source that writes only on change, collecting every period) re-dates those reports to
+        ``horizon`` (``upsert_cluster``), so such a reservation ends although no newer report ever comes."""
+        return [name for name, flights in self._inflight.items()
+                if name in self.clusters and self.clusters[name].status_time < horizon
+                and any(started is not None and started < horizon for _, started in flights.values())]
+
     def credits(self, cluster: str) -> dict[str, tuple[Resources, float]]:
         """Finished jobs' resources the last report of ``cluster`` still counts: job id -> (resources, ended at)."""
         return self._credits.get(cluster, {})

@@ -18,6 +18,16 @@ from engine.kube.bindings import addressed_unplaced
 from engine.kube.runner import Options, Runner
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a positive number of seconds")
+    return value
+
+
 def _run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -26,7 +36,7 @@ def _run(args: argparse.Namespace) -> int:
                    metrics_host=args.metrics_host, metrics_port=args.metrics_port, leader_elect=args.leader_elect,
                    lease_name=args.lease_name, lease_namespace=args.lease_namespace,
                    concurrency=args.concurrency, identity=args.identity or "", watch_timeout=args.watch_timeout,
-                   stuck_after=args.stuck_after,
+                   stuck_after=args.stuck_after, cluster_status_period=args.cluster_status_period,
                    dashboard_port=args.dashboard_port, dashboard_host=args.dashboard_address)
     return uvloop.run(Runner(opts).main())
 
@@ -148,6 +158,10 @@ def register(subparsers: Any, _: Optional[Any] = None) -> None:
     p.add_argument("--stuck-after", type=float, default=20.0, metavar="SECONDS",
                    help="a pod Unschedulable in its member this long fails its job there (recover stage); watches "
                         "members' unbound pods through Karmada's cluster proxy; 0 turns that off")
+    p.add_argument("--cluster-status-period", type=_positive_seconds, default=10.0, metavar="SECONDS",
+                   help="karmada-controller-manager's --cluster-status-update-frequency (default 10): an admitted "
+                        "job's reservation ends this long (plus 5 s) after its start when its cluster's status "
+                        "does not change")
     p.add_argument("--dashboard-port", type=int, default=None, metavar="N",
                    help="serve the read-only web dashboard on this port (default: off; see docs/dashboard.md)")
     p.add_argument("--dashboard-address", default="127.0.0.1", metavar="ADDR",

@@ -31,7 +31,7 @@ from engine.kube.writer import KubeApi, Writer
 
 log = logging.getLogger("atoll.run")
 
-RESERVATION_REFRESH = 15.0     # seconds: see _refresh_clusters
+REPORT_SLACK = 5.0     # seconds a status collection may take beyond its period to reach us: see _redate_reports
 
 
 @dataclass
@@ -49,6 +49,7 @@ class Options:
     watch_timeout: int = 60
     identity: str = ""
     stuck_after: float = 20.0     # seconds a pod may stay Unschedulable in its member; 0: no member pod watches
+    cluster_status_period: float = 10.0   # Karmada's --cluster-status-update-frequency (see _redate_reports)
     dashboard_port: Optional[int] = None            # the read-only web dashboard (engine/dashboard); off if None
     dashboard_host: str = "127.0.0.1"
 
@@ -238,7 +239,6 @@ class Runner(PolicyWatch):
         assert self.controller is not None and self.kube is not None
         ctl = self.controller
         writer = Writer(self.kube, ctl.retry_later, self.opts.concurrency, "atoll-controller")
-        last_refresh = time.time()
         while True:
             now = time.time()
             timer = ctl.engine.next_timer()
@@ -250,9 +250,7 @@ class Runner(PolicyWatch):
                 pass
             self.wake.clear()
             now = time.time()
-            if now - last_refresh >= RESERVATION_REFRESH:
-                self._refresh_clusters(now)
-                last_refresh = now
+            self._redate_reports(now)
             start = time.perf_counter()
             items = ctl.step(now)
             metrics.CYCLE.observe(time.perf_counter() - start)
@@ -260,15 +258,23 @@ class Runner(PolicyWatch):
             if items:
                 writer.submit(items)       # not awaited: the next step overlaps these round trips
 
-    def _refresh_clusters(self, now: float) -> None:
-        """Our caches are live, so a cluster summary we hold is current as of (now - Karmada's 10 s status
-        period). Re-stamping it lets in-flight reservations of jobs started before that expire even when the
-        summary did not change after their pods landed (Karmada writes status only on change)."""
+    def _redate_reports(self, now: float) -> None:
+        """Karmada writes a Cluster's status only when it changes, collecting it every
+        ``--cluster-status-period``; our watch is live, so a summary we hold was current as of
+        ``now - period - REPORT_SLACK``. A report older than that is re-dated to it where this ends the
+        reservation of a job started before (its pods were in the report: had they not been, it would have
+        changed). A reservation so lasts at most period + slack + one loop tick (1 s) after the job's start,
+        not until the cluster's next change."""
         assert self.controller is not None
+        horizon = now - self.opts.cluster_status_period - REPORT_SLACK
+        names = self.controller.engine.state.reports_to_redate(horizon)
+        if not names:
+            return
         for c in self.caches:
             if c.name == "clusters":
                 for obj in list(c.objects.values()):
-                    self.controller.on_cluster("MODIFIED", obj, obj, now - RESERVATION_REFRESH)
+                    if (obj.get("metadata") or {}).get("name") in names:
+                        self.controller.on_cluster("MODIFIED", obj, obj, horizon)
 
     def _admitted(self, key: str, queue: str, now: float) -> None:
         metrics.ADMISSIONS.labels(queue).inc()

@@ -144,6 +144,29 @@ def test_inflight_reservation_survives_stale_status_until_newer_report() -> None
     assert engine.state.free("m1").get("cpu", 0) == 0 and not engine.state.inflight("m1")
 
 
+def test_a_report_that_already_counted_a_started_job_can_be_redated_to_end_its_reservation() -> None:
+    """Karmada writes status only on change: the report taken at 0.8, after a's pods landed but before the
+    adapter saw a start (1), is the last one. Re-dated to a horizon past the start it ends the reservation."""
+    engine = engine_with_a_started_on_m1()
+    engine.upsert_cluster(m1_report(4000, at=0.8))                # counts a's pods, older than a's start
+    state = engine.state
+    assert state.inflight("m1") and state.free("m1").get("cpu", 0) == 0      # a counted twice
+    assert state.reports_to_redate(1.0) == []                 # the start is not before the horizon
+    assert state.reports_to_redate(0.7) == []                 # the report is not older than the horizon
+    assert state.reports_to_redate(1.5) == ["m1"]
+    engine.upsert_cluster(m1_report(4000, at=1.5))                # what the adapter does with it
+    assert not state.inflight("m1") and state.reports_to_redate(9.0) == []
+    engine.submit(job("b", "4"))
+    assert engine.cycle(2).admitted == []                         # a's pods, counted once, still fill m1
+    engine.upsert_cluster(m1_report(0, at=3))
+    assert [a.job_id for a in engine.cycle(3).admitted] == ["b"]
+    engine.upsert_cluster(m1_report(0, at=3.5))                    # b admitted, not started: nothing to re-date
+    assert state.inflight("m1") and state.reports_to_redate(100.0) == []
+    state.mark_started(state.jobs["b"], 2.0)          # a start older than the report (as adopting a running job)
+    assert state.reports_to_redate(3.0) == []         # the report (3.5) is newer than the horizon: never re-dated back
+    assert state.reports_to_redate(4.0) == ["m1"]
+
+
 def test_finished_job_capacity_is_credited_until_a_report_newer_than_its_end() -> None:
     engine = engine_with_a_started_on_m1()
     engine.upsert_cluster(m1_report(4000, at=2))                  # the report counts a's pods

@@ -81,7 +81,7 @@ def test_controller_warns_once_per_reason_and_never_crashes(caplog: pytest.LogCa
     bad = o.modeled_cluster("m1", copy.deepcopy(GPU_GRADES), [0, 0, 4, 0, 0])
     bad["spec"]["resourceModels"][0]["ranges"] = "gpu"
     with caplog.at_level(logging.WARNING, "atoll.controller"):
-        for _ in range(3):                       # the runner re-stamps clusters every 15 s: say it once
+        for _ in range(3):                       # the runner re-dates reports (runner._redate_reports): say it once
             ctl.on_cluster("MODIFIED", bad, bad, 0.0)
     assert ctl.engine.state.clusters["m1"].node_shapes is None
     assert ctl.engine.state.clusters["m1"].allocatable[GPU] == 32
