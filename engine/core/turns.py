@@ -8,7 +8,8 @@ after every job. Queue keys are cached per candidate shape until the next admiss
 Both loops pass *quiet* queues without a look at each group (engine.core.idle): when every group of the queue is
 parked and holds in the state of the moment, a queue not started yet changes nothing by its turn and is passed
 whole, and the candidate loop steps through a quiet queue's groups by their heads and shapes only
-(``_pass_quiet``), exactly where the job-by-job loop would stop.
+(``_pass_quiet``), exactly where the job-by-job loop would stop. Once every queue left is untouched and quiet,
+nothing can change any more and the candidate loop ends (``_rest_quiet``).
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ class QueueTurns:
         each of those jobs, would keep serving the queue through them too."""
         heap: list[tuple[tuple, str]] = [(self._queue_key(name, sources[name].peek()), name) for name in sources]
         heapq.heapify(heap)
+        rest: list = [None, None]                 # _rest_quiet's memo: (state version, a queue that was not quiet)
         while heap:
             key, name = heap[0]
             source = sources[name]
@@ -92,6 +94,10 @@ class QueueTurns:
                     continue
                 heap[0] = (fresh, name)           # still below both children: first, without a heap step
             if self._quiet_now(name, source):     # every group parked and holding now (engine.core.idle)
+                if self._rest_quiet(heap, sources, rest):
+                    result.quiet += len(heap)     # each would pass its refusals and change nothing: done
+                    heap.clear()
+                    break
                 if source.fresh and self._served_through(name, heap) and self._quiet.searches_hold(name):
                     heapq.heappop(heap)           # passed whole, as the loop below would, job by job
                     result.quiet += 1
@@ -108,6 +114,23 @@ class QueueTurns:
                 continue
             result.examined += 1
             source.examined(job, self._examine(job, now, result))
+
+    def _rest_quiet(self, heap: list[tuple[tuple, str]], sources: dict[str, "ListSource | WalkSource"],
+                    memo: list) -> bool:
+        """Whether every queue left in the candidate loop's heap is untouched and quiet now, its victim searches
+        holding: then none would admit or preempt, so the state stays as it is, each would pass the refusals its
+        jobs already show (as a queue passed whole does), and in what order no longer matters. ``memo``: the
+        state version and a queue found not so, asked again only once the state changed or it was served."""
+        version = self._version()
+        if memo[0] == version and memo[1] is not None and sources[memo[1]].fresh:
+            return False
+        memo[0] = version
+        for _, name in heap:
+            source = sources[name]
+            if not (source.fresh and self._quiet_now(name, source) and self._quiet.searches_hold(name)):
+                memo[1] = name
+                return False
+        return True
 
     def _version(self) -> tuple[int, int]:
         """What parked reads are cached on: the state's changes and the victim candidates logged."""
