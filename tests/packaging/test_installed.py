@@ -21,22 +21,27 @@ ROOT = Path(__file__).resolve().parents[2]
 def atoll(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     work = tmp_path_factory.mktemp("installed")
     dist = work / "dist"
+    env = clean_env()      # a PYTHONPATH at a checkout would make pip see atoll installed and install nothing
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
-                   check=True, cwd=work, capture_output=True)
+                   check=True, cwd=work, env=env, capture_output=True)
     wheel = next(dist.glob("atoll-*.whl"))
     venv = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env)
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", str(wheel)],
-                   check=True, cwd=work, capture_output=True)
+                   check=True, cwd=work, env=env, capture_output=True)
     empty = work / "cwd"
     empty.mkdir()
     return venv / "bin" / "atoll", empty
 
 
+def clean_env() -> dict[str, str]:
+    """The environment without what points Python at the source tree or at another virtualenv."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+
+
 def run(atoll: tuple[Path, Path], *args: str) -> subprocess.CompletedProcess[str]:
     exe, cwd = atoll
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    return subprocess.run([str(exe), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run([str(exe), *args], cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize("args", [
