@@ -216,6 +216,7 @@ class Parking:
 class Source(Protocol):
     whole: bool                         # the queue's whole backlog (a full cycle's source)
     fresh: bool                         # nothing taken yet
+    done: bool                          # its queue left the candidate loop's heap (Engine._rest_quiet)
     quiet: Hashable                     # the state in which every group of the queue holds (Engine._quiet_now)
     looked: Hashable                    # the state in which that was last asked
 
@@ -229,6 +230,7 @@ class WalkSource:
     """A queue's whole backlog, walked by verdict key (see engine.core.backlog.QueueWalk)."""
 
     whole = True                        # the queue's whole backlog (Engine._quiet_now may pass it without a walk)
+    done = False                        # see Source
     quiet: Hashable = None              # the state (Engine._version) in which every group of the queue holds
     looked: Hashable = None             # the state in which that was last asked
 
@@ -328,6 +330,7 @@ class ListSource:
 
     whole = False                       # True: the queue's whole backlog (Engine._sources, full cycles)
     fresh = True                        # nothing taken yet
+    done = False                        # see Source
     quiet: Hashable = None              # as WalkSource's
     looked: Hashable = None
 

@@ -100,6 +100,7 @@ class QueueTurns:
                     break
                 if source.fresh and self._served_through(name, heap) and self._quiet.searches_hold(name):
                     heapq.heappop(heap)           # passed whole, as the loop below would, job by job
+                    source.done = True
                     result.quiet += 1
                     continue
                 if isinstance(source, WalkSource):
@@ -111,6 +112,7 @@ class QueueTurns:
             job = source.take()
             if job is None:
                 heapq.heappop(heap)
+                source.done = True
                 continue
             result.examined += 1
             source.examined(job, self._examine(job, now, result))
@@ -122,12 +124,14 @@ class QueueTurns:
         jobs already show (as a queue passed whole does), and in what order no longer matters. ``memo``: the
         state version and a queue found not so, asked again only once the state changed or it was served."""
         version = self._version()
-        if memo[0] == version and memo[1] is not None and sources[memo[1]].fresh:
-            return False
+        blocker = memo[1]
+        if blocker is not None and not sources[blocker].done and (memo[0] == version or not sources[blocker].fresh):
+            return False                  # still in the heap, and a queue once touched stays touched
         memo[0] = version
         for _, name in heap:
             source = sources[name]
-            if not (source.fresh and self._quiet_now(name, source) and self._quiet.searches_hold(name)):
+            if not (source.fresh and (source.quiet == version or self._quiet_now(name, source))
+                    and self._quiet.searches_hold(name)):
                 memo[1] = name
                 return False
         return True
@@ -213,6 +217,7 @@ class QueueTurns:
                     source.resume(groups[:i], groups[i:])
                     return
             heapq.heappop(heap)                   # the queue is done: every job shows its group's refusal
+            source.done = True
             return
         walk, stamp = source.walk, self._stamp
         while True:
@@ -220,6 +225,7 @@ class QueueTurns:
             if top is None:
                 source.take()                     # the queue is done (its walk closes, its parking flushes)
                 heapq.heappop(heap)
+                source.done = True
                 return
             entry, group = top
             if not step(group, jobs[entry[2]]):
