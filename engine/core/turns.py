@@ -122,7 +122,8 @@ class QueueTurns:
         """Whether every queue left in the candidate loop's heap is untouched and quiet now, its victim searches
         holding: then none would admit or preempt, so the state stays as it is, each would pass the refusals its
         jobs already show (as a queue passed whole does), and in what order no longer matters. ``memo``: the
-        state version and a queue found not so, asked again only once the state changed or it was served."""
+        state version and a queue found not so: while that queue is in the heap, it stays not so if it was touched
+        (a touched queue stays touched) or if the state did not change, so the heap is not scanned again."""
         version = self._version()
         blocker = memo[1]
         if blocker is not None and not sources[blocker].done and (memo[0] == version or not sources[blocker].fresh):
