@@ -169,9 +169,9 @@ class Run:
         for spec in FILLS:
             self.submit(spec)
             if spec.name in self.admit_on_submit:
-                # as the simulator did; the controller may refuse it at first and admit it up to ~30 s later: an
+                # as the simulator did; the controller may refuse it at first and admit it up to ~16 s later: an
                 # admitted job's reservation ends with a report newer than its start, or when the controller
-                # re-dates the reports (engine/kube/runner.py _refresh_clusters), not at the next report on the dot
+                # re-dates the reports (engine/kube/runner.py _redate_reports), not at the next report on the dot
                 until(f"{self.mode}: {spec.name} admitted (the simulator admitted it at once)",
                       lambda: spec.name in self.admitted(), 60, show=self.state)
             else:
