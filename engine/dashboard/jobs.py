@@ -209,8 +209,11 @@ def job_view(source: Source, job_id: str) -> Optional[dict[str, Any]]:
     timeline: list[dict[str, Any]] = [{"time": job.submit_time, "event": "submitted", "detail": f"to {job.queue}"}]
     history = source.history(job.id)
     if history is not None:
-        for at, reason in history.reasons:
+        for n, (at, reason) in enumerate(history.reasons, 1):
             timeline.append({"time": at, "event": "waiting", "detail": reason})
+            if n == history.first and history.not_kept:
+                timeline.append({"time": at, "event": "waiting",
+                                 "detail": f"... {history.not_kept} more changes of reason, not kept"})
         for n, a in enumerate(history.attempts, 1):
             where = "; ".join(f"{c}: " + ", ".join(f"{t}={k}" for t, k in sorted(p.items()))
                               for c, p in sorted(a.placement.items()))

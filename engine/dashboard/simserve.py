@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 
 from engine.dashboard.app import serve
 from engine.dashboard.source import Attempt, History, PolicyLog, Source
-from engine.sim.driver import SimResult, Simulation
+from engine.sim.driver import REASONS_FIRST, SimResult, Simulation
 
 BUDGET = 0.05          # seconds of simulation work between yields to the web server
 
@@ -37,7 +37,7 @@ class SimSource(Source):
             return None
         attempts = [Attempt(a.admit_time, a.placement, a.start_time, a.end_time, a.outcome, a.message)
                     for a in sim_job.attempts]
-        return History(attempts, list(sim_job.reasons))
+        return History(attempts, list(sim_job.reasons), sim_job.reasons_dropped, REASONS_FIRST)
 
     def info(self) -> dict[str, Any]:
         done = sum(1 for j in self.sim.jobs.values() if j.state in ("Succeeded", "Failed"))

@@ -63,6 +63,8 @@ class Attempt:
 class History:
     attempts: list[Attempt] = field(default_factory=list)
     reasons: list[tuple[float, str]] = field(default_factory=list)     # (time, new pending reason)
+    not_kept: int = 0               # reason changes the adapter did not keep, after reasons[first - 1]
+    first: int = 0
 
 
 class Source:

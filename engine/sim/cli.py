@@ -105,7 +105,7 @@ def run(args: argparse.Namespace, loader: PipelineLoader = load_pipeline, consol
 
 def _outputs(args: argparse.Namespace, result: SimResult, policy: Path, index: int, count: int) -> dict[str, Any]:
     """The report of one run, written where asked (JSON, PNG)."""
-    report = build_report(result)
+    report = build_report(result, jobs=bool(args.report or getattr(args, "html", None)))
     report["policyFile"] = str(policy)
     if args.report:
         _write_json(report, _numbered(args.report, index, count, result.policy))
@@ -188,7 +188,9 @@ def _numbered(path: str, index: int, count: int, name: str) -> str:
 
 def _write_json(report: dict[str, Any], path: str) -> None:
     try:
-        Path(path).write_text(json.dumps(report, indent=1) + "\n")
+        with open(path, "w", encoding="utf-8") as out:     # streamed: no second copy of a large report
+            json.dump(report, out, indent=1)
+            out.write("\n")
     except OSError as exc:
         raise InputError(f"cannot write report: {exc.strerror}", path) from None
 

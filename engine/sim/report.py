@@ -12,12 +12,13 @@ saturated sample, no job started) is ``None`` ("undefined"), never a 0 that woul
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import itertools
+from typing import Any, Iterator, Optional
 
 from engine import fairshare
 from engine.reasons import reason_kind
 from engine.resources import PODS, add_into, scale
-from engine.sim.driver import SimJob, SimResult
+from engine.sim.driver import REASONS_FIRST, SimJob, SimResult
 from engine.sim.scenario import lower_bound
 from engine.stats import percentile
 
@@ -40,6 +41,7 @@ def job_record(sim: SimJob) -> dict[str, Any]:
         "duration": _r(sim.spec.duration),
         "partialGang": sim.partial,
         "reasons": [{"time": _r(t), "reason": r} for t, r in sim.reasons],
+        "reasonsNotKept": sim.reasons_dropped,
         "attempts": [{
             "admitTime": _r(a.admit_time),
             "startTime": _r(a.start_time),
@@ -91,12 +93,19 @@ def pending_reasons(result: SimResult, limit: int = 10) -> list[dict[str, Any]]:
     jobs_by_kind: dict[str, set[str]] = {}
     example: dict[str, str] = {}
     for sim in result.jobs.values():
-        for _, reason in sim.reasons:
-            kind = reason_kind(reason)
+        for kind, reason in _kinds(sim):
             jobs_by_kind.setdefault(kind, set()).add(sim.spec.id)
             example.setdefault(kind, reason)
     ranked = sorted(jobs_by_kind.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:limit]
     return [{"reason": kind, "jobs": len(ids), "example": example[kind]} for kind, ids in ranked]
+
+
+def _kinds(sim: SimJob) -> Iterator[tuple[str, str]]:
+    """The kind of each reason the job was given, in time order, those not kept included (by their first)."""
+    kept = [(reason_kind(reason), reason) for _, reason in sim.reasons]
+    if not sim.dropped_kinds:
+        return iter(kept)
+    return itertools.chain(kept[:REASONS_FIRST], sim.dropped_kinds.items(), kept[REASONS_FIRST:])
 
 
 def outcome(by_state: dict[str, int]) -> dict[str, Any]:
@@ -240,9 +249,11 @@ def worst_deviation(summary: dict[str, Any]) -> Optional[float]:
     return max(q["deviationFromWeight"] for q in rows)
 
 
-def build_report(result: SimResult) -> dict[str, Any]:
+def build_report(result: SimResult, jobs: bool = True) -> dict[str, Any]:
+    """The whole report; without ``jobs`` its per-job records are left out (the terminal summary and the plot do
+    not read them, and at 100,000 jobs they are the largest part of it)."""
     summary = summarise(result)
-    return {
+    report = {
         "scenario": result.scenario.name,
         "scenarioFile": result.scenario.source,
         "policy": result.policy,
@@ -252,7 +263,8 @@ def build_report(result: SimResult) -> dict[str, Any]:
         "statusPeriod": result.scenario.status_period,
         "makespan": summary["makespan"],
         "summary": summary,
-        "jobs": [job_record(j) for j in sorted(result.jobs.values(), key=lambda j: (j.spec.submit_at, j.spec.id))],
+        "jobs": [job_record(j) for j in sorted(result.jobs.values(), key=lambda j: (j.spec.submit_at, j.spec.id))]
+        if jobs else [],
         "timeline": [{
             "time": _r(s.time), "backlog": s.backlog, "waitingInMembers": s.waiting_in_members, "running": s.running,
             "usefulShare": _r(s.useful, 4),
@@ -260,3 +272,6 @@ def build_report(result: SimResult) -> dict[str, Any]:
             "queueShare": {k: _r(v, 4) for k, v in s.queue_share.items()},
         } for s in result.timeline],
     }
+    if not jobs:
+        del report["jobs"]
+    return report

@@ -86,6 +86,14 @@ def test_job_detail_explains_each_cluster_and_shows_history() -> None:
                                                       "attempt 1 running", "attempt 1 ClusterLost"]
     assert rich["clusters"] == []                                        # admitted: no refusals to explain
 
+    class Trimmed(Source):                      # the adapter kept 3 changes of reason, 5 left out after the 2nd
+        def history(self, job_id: str) -> History:
+            return History([], [(1.0, "r1"), (2.0, "r2"), (9.0, "r8")], not_kept=5, first=2)
+    trimmed = jobs.job_view(Trimmed(engine, source.policy, source.clock), "default/a1")
+    assert trimmed is not None
+    assert [(e["time"], e["detail"]) for e in trimmed["timeline"] if e["event"] == "waiting"] == \
+        [(1.0, "r1"), (2.0, "r2"), (2.0, "... 5 more changes of reason, not kept"), (9.0, "r8")]
+
 
 def test_clusters_capacity_reserved_free_and_jobs() -> None:
     source, _, _ = known_source()
