@@ -10,6 +10,10 @@ exactly what the expression can see:
 * the cluster part is the cluster object and its generation (a cluster removed and added
   again is a new object), plus the cluster's current free capacity when the expression
   reads ``cluster.free`` (free capacity moves with every admission without a new generation).
+  An expression that reads only the cluster's name, labels and readiness is keyed on their
+  values instead: every status report makes a new Cluster object, and with the object as key
+  each report re-evaluated every (job key, cluster) pair (~10 % of a saturated simulation's
+  CPU) although nothing it reads had changed.
 
 CEL activations are built lazily, once per job per call and once per cluster state.
 """
@@ -75,6 +79,8 @@ class PairCel:
         return tuple(getter(job) for _, getter in self._job_getters)
 
     def cluster_key(self, cluster: Cluster, state: FleetState) -> Hashable:
+        if self.reads_labels_only:          # what it reads, not the object: a status report makes a new one
+            return (cluster.name, _frozen(cluster.labels), cluster.ready)
         if self.uses_free:
             return (cluster.name, cluster.generation, id(cluster), _frozen(state.free(cluster.name)))
         return (cluster.name, cluster.generation, id(cluster))
@@ -92,11 +98,17 @@ class PairCel:
                 if len(self._rows) >= 50_000:
                     self._rows.clear()
                 row = self._rows[job_key] = {}
+            labels_only = self.reads_labels_only
             for cluster in clusters:
                 entry = row.get(cluster.name)
                 if entry is None or entry[0] is not cluster or entry[1] != cluster.generation:
-                    entry = row[cluster.name] = (cluster, cluster.generation,
-                                                 self._compute(job, job_cel, cluster, state))
+                    seen = entry[0] if entry is not None else None
+                    if labels_only and seen is not None and seen.ready == cluster.ready and \
+                            seen.labels == cluster.labels:
+                        result = entry[2]     # a new report of the same labels and readiness: the same result
+                    else:
+                        result = self._compute(job, job_cel, cluster, state)
+                    entry = row[cluster.name] = (cluster, cluster.generation, result)
                 out[cluster.name] = entry[2]
             return out
         for cluster in clusters:

@@ -57,6 +57,26 @@ def test_cache_follows_job_and_cluster_generations() -> None:
     assert set(f.atoll_filter(j2, list(s.clusters.values()), s)) == {"us"}
 
 
+def test_a_status_report_with_the_same_labels_evaluates_nothing_again() -> None:
+    f = ClusterFilter({"expression": "job.labels['tier'] != 'prod' || cluster.labels['tier'] == 'prod'"}, CEL)
+    s = fleet()
+    a = tiered("a", "prod")
+    assert set(f.atoll_filter(a, list(s.clusters.values()), s)) == {"us"} and f.pairs.evaluations == 2
+    s.upsert_cluster(cluster("us", {"region": "us", "tier": "spot"}, cpu="5"))     # a new report, new amounts
+    s.upsert_cluster(cluster("eu", {"region": "eu", "tier": "prod"}, cpu="1"))
+    assert set(f.atoll_filter(tiered("b", "prod"), list(s.clusters.values()), s)) == {"us"}
+    assert f.pairs.evaluations == 2                           # labels and readiness unchanged: same results
+    s.upsert_cluster(cluster("us", {"region": "us", "tier": "prod"}, cpu="5"))     # relabelled
+    notready = cluster("eu", {"region": "eu", "tier": "prod"}, cpu="1")
+    notready.ready = False
+    s.upsert_cluster(notready)
+    assert f.atoll_filter(a, list(s.clusters.values()), s) == {} and f.pairs.evaluations == 4
+    r = ClusterFilter({"expression": "cluster.ready"}, CEL)
+    assert set(r.atoll_filter(a, list(s.clusters.values()), s)) == {"eu"}
+    s.upsert_cluster(cluster("eu", {"region": "eu", "tier": "prod"}, cpu="1"))     # ready again
+    assert r.atoll_filter(a, list(s.clusters.values()), s) == {} and r.pairs.evaluations == 3
+
+
 def test_free_capacity_is_part_of_the_key_when_read() -> None:
     f = ClusterFilter({"expression": "cluster.free['cpu'] >= 8000"}, CEL)
     e = engine({"place": [f]}, [cluster("eu", cpu="10")])
