@@ -23,7 +23,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Optional
 
-from engine.core.nodefit import NodeShapes, count_grades, shapes_of
+from engine.core.nodefit import NodeShapes, count_grades, grade_of, shapes_of
 from engine.model import Cluster, Task
 from engine.resources import PODS, Resources, add_into, fits
 
@@ -40,6 +40,7 @@ class NodePool:
     def __init__(self, nodes: list[Resources]) -> None:
         self.free: list[Resources] = [dict(n) for n in nodes]
         self._start: dict[_Shape, int] = {}
+        self.touched: set[int] = set()      # nodes whose free capacity changed since Member last graded them
 
     def first_fit(self, request: Resources) -> Optional[int]:
         shape = _shape(request)
@@ -56,9 +57,11 @@ class NodePool:
 
     def take(self, node: int, request: Resources) -> None:
         add_into(self.free[node], request, -1)
+        self.touched.add(node)
 
     def give(self, node: int, request: Resources) -> None:
         add_into(self.free[node], request)
+        self.touched.add(node)
         starts = self._start
         for shape, start in starts.items():
             if start > node:
@@ -95,6 +98,8 @@ class Member:
         self.capacity: list[Resources] = [dict(n) for n in nodes]
         self.nodes = NodePool(nodes)
         self.free = self.nodes.free
+        self._node_grades: Optional[list[Optional[int]]] = None     # per node, once graded (allocatable_modelings)
+        self._grade_counts: list[int] = []
         self.count_pods = any(PODS in n for n in nodes)
         self.allocatable: Resources = {}
         for n in nodes:
@@ -122,11 +127,38 @@ class Member:
     def allocatable_modelings(self) -> Optional[list[int]]:
         """Nodes per grade as Karmada's status controller counts them: per node, allocatable minus its
         bound pods' requests (pending pods are not on a node; NotReady/cordoned nodes would count too);
-        a pod-full node is skipped (see nodefit.allocatable_modelings on Karmada's ``break``)."""
-        if self.grades is None:
+        a pod-full node is skipped (see nodefit.allocatable_modelings on Karmada's ``break``).
+        Kept per node and updated for the nodes whose free capacity changed since the last report
+        (``NodePool.touched``), not recounted over every node at every report."""
+        grades = self.grades
+        if grades is None:
             return None
-        frees = (free for cap, free in zip(self.capacity, self.free) if PODS not in cap or free.get(PODS, 0) > 0)
-        return count_grades(self.grades, frees)
+        if self._node_grades is None:
+            self._node_grades = [self._grade(i) for i in range(len(self.free))]
+            self._grade_counts = count_grades(grades, [])
+            for g in self._node_grades:
+                if g is not None:
+                    self._grade_counts[g] += 1
+        else:
+            counts, node_grades = self._grade_counts, self._node_grades
+            for i in self.nodes.touched:
+                old, new = node_grades[i], self._grade(i)
+                if old != new:
+                    if old is not None:
+                        counts[old] -= 1
+                    if new is not None:
+                        counts[new] += 1
+                    node_grades[i] = new
+        self.nodes.touched.clear()
+        return list(self._grade_counts)
+
+    def _grade(self, node: int) -> Optional[int]:
+        """The grade of the node's free capacity; None for a pod-full node (not counted)."""
+        free = self.free[node]
+        if PODS in self.capacity[node] and free.get(PODS, 0) <= 0:
+            return None
+        assert self.grades is not None
+        return grade_of(free, self.grades)
 
     def node_shapes(self) -> Optional[NodeShapes]:
         counts = self.allocatable_modelings()
