@@ -102,9 +102,8 @@ class PairCel:
             for cluster in clusters:
                 entry = row.get(cluster.name)
                 if entry is None or entry[0] is not cluster or entry[1] != cluster.generation:
-                    seen = entry[0] if entry is not None else None
-                    if labels_only and seen is not None and seen.ready == cluster.ready and \
-                            seen.labels == cluster.labels:
+                    if labels_only and entry is not None and entry[0].ready == cluster.ready and \
+                            entry[0].labels == cluster.labels:
                         result = entry[2]     # a new report of the same labels and readiness: the same result
                     else:
                         result = self._compute(job, job_cel, cluster, state)

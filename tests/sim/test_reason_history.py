@@ -41,27 +41,23 @@ def test_a_kind_seen_only_among_those_left_out_is_still_counted_in_order() -> No
     assert dict(_kinds(job))["only here N"] == "only here 7"
 
 
-def test_a_short_history_is_kept_whole() -> None:
-    text = f"""
+TWO_JOBS = f"""
 clusters: [{{name: m1, nodes: {nodes(1, cpu="4")}}}]
 queues: [{{name: q, weight: 1}}]
 jobs:
   - {{name: a, queue: q, submitAt: 0s, duration: 100s, tasks: [{{name: w, replicas: 1, resources: {{cpu: "4"}}}}]}}
   - {{name: b, queue: q, submitAt: 1s, duration: 10s, tasks: [{{name: w, replicas: 1, resources: {{cpu: "4"}}}}]}}
 """
-    report = build_report(driver.simulate(scenario(text), pipeline(), "plain"))
+
+
+def test_a_short_history_is_kept_whole() -> None:
+    report = build_report(driver.simulate(scenario(TWO_JOBS), pipeline(), "plain"))
     b = next(j for j in report["jobs"] if j["name"] == "b")
     assert b["reasonsNotKept"] == 0 and b["reasons"] and b["state"] == "Succeeded"
 
 
 def test_the_report_leaves_job_records_out_only_when_asked() -> None:
-    text = f"""
-clusters: [{{name: m1, nodes: {nodes(1, cpu="4")}}}]
-queues: [{{name: q, weight: 1}}]
-jobs:
-  - {{name: a, queue: q, submitAt: 0s, duration: 10s, tasks: [{{name: w, replicas: 1, resources: {{cpu: "4"}}}}]}}
-"""
-    result = driver.simulate(scenario(text), pipeline(), "plain")
+    result = driver.simulate(scenario(TWO_JOBS), pipeline(), "plain")
     whole, lean = build_report(result), build_report(result, jobs=False)
-    assert [j["name"] for j in whole["jobs"]] == ["a"] and "jobs" not in lean
+    assert [j["name"] for j in whole["jobs"]] == ["a", "b"] and "jobs" not in lean
     assert lean["summary"] == whole["summary"] and lean["timeline"] == whole["timeline"]
