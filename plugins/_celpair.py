@@ -12,8 +12,8 @@ exactly what the expression can see:
   reads ``cluster.free`` (free capacity moves with every admission without a new generation).
   An expression that reads only the cluster's name, labels and readiness is keyed on their
   values instead: every status report makes a new Cluster object, and with the object as key
-  each report re-evaluated every (job key, cluster) pair (~10 % of a saturated simulation's
-  CPU) although nothing it reads had changed.
+  each report re-evaluated every (job key, cluster) pair (a quarter of a saturated simulation's
+  CPU under the no-preemption policy) although nothing it reads had changed.
 
 CEL activations are built lazily, once per job per call and once per cluster state.
 """
