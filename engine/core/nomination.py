@@ -163,7 +163,10 @@ class Preemptions:
         if declared is None:
             return
         assert self._reads is not None
-        reads = declared + (("freeing", tuple(job.min_demand.items())),)
+        # Not whether evictions under way free enough for the job (FleetState.freeing): only a dry run reads it,
+        # and a parked search ran none and, while its watch or room holds, would run none again
+        # (tests/core/test_freeing_wakes_nobody.py). Reading it woke every key of a small shape at each eviction.
+        reads = declared
         shared = scopes(rules) if rules is not None else None
         watch = self._watches.get(shared) if shared is not None else None
         if watch is None or not watch.holds():

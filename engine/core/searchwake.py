@@ -10,11 +10,13 @@ outcome then depends only on:
 
 - the rules the preempt plugins return and what their protections read (``Plugin.verdict_reads`` of the
   preempt-stage plugins: e.g. the preemptor's queue line, its usage, the queues' own fields);
-- whether evictions under way free enough for the job (``("freeing", need)``);
 - the candidates: which running jobs sit, with which rank, in the queues a rule opens, and why each one
   was passed over. The engine's own reasons (evicting, the preemptor's own evictor, ``max_preemptions``)
   do not change while a job stays indexed; a plugin's (``allows``, ``atoll_protect``) are covered by its
   declared reads.
+
+Whether evictions under way free enough for the job (``FleetState.freeing``) is read only by a dry run, and a
+hopeless search runs none (it chose no victim), so it is not among them.
 
 So a hopeless search stays hopeless until a declared read changes or a job *becomes* a candidate
 (``CandidateLog``: every ``RunningIndex`` entry, when it is indexed and again when it settles) of a
