@@ -10,14 +10,9 @@ the exhaustive engine's, and once the first evictions are over no cycle examines
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import Any
 
-import engine.bench as b
-from engine.core.scheduler import Engine
-from engine.policy import load_policy
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.core._churn import churn_engine
 
 JOBS, QUEUES, CLUSTERS, FINISHES = 3000, 60, 6, 20
 
@@ -25,14 +20,7 @@ JOBS, QUEUES, CLUSTERS, FINISHES = 3000, 60, 6, 20
 def churn(exhaustive: bool) -> list[tuple[Any, ...]]:
     """Per cycle: admissions with placements, preemptions with victims, refusal reasons, examinations."""
     rng = random.Random(7)
-    clusters, queues, _ = b.build_fleet(b.BenchShape(0, QUEUES, CLUSTERS, 1))
-    engine = Engine(load_policy(ROOT / "policies" / "default.yaml").pipeline, exhaustive=exhaustive)
-    for c in clusters:
-        engine.upsert_cluster(c)
-    for q in queues:
-        engine.upsert_queue(q)
-    for i in range(JOBS):
-        engine.submit(b.make_churn_job(rng, i, queues))
+    engine = churn_engine("default", JOBS, QUEUES, CLUSTERS, rng, exhaustive)
     first = engine.cycle(1.0)
     running = [a.job_id for a in first.admitted]
     evicting = [v for p in first.preemptions for v in p.victims]

@@ -6,17 +6,12 @@ one); here, that it happens and that the decisions match an engine without it.""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-import engine.bench as b
-from engine.core.scheduler import Engine
 from engine.core.turns import QueueTurns
-from engine.policy import load_policy
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.core._churn import churn_engine
 
 JOBS, QUEUES, CLUSTERS, FINISHES = 3000, 60, 6, 6
 
@@ -36,14 +31,7 @@ def churn(monkeypatch: pytest.MonkeyPatch, shortcut: bool) -> tuple[list[Any], i
 
     monkeypatch.setattr(QueueTurns, "_pass_quiet", counted)
     rng = random.Random(7)
-    clusters, queues, _ = b.build_fleet(b.BenchShape(0, QUEUES, CLUSTERS, 1))
-    engine = Engine(load_policy(ROOT / "policies" / "no-preemption.yaml").pipeline)
-    for c in clusters:
-        engine.upsert_cluster(c)
-    for q in queues:
-        engine.upsert_queue(q)
-    for i in range(JOBS):
-        engine.submit(b.make_churn_job(rng, i, queues))
+    engine = churn_engine("no-preemption", JOBS, QUEUES, CLUSTERS, rng)
     running = [a.job_id for a in engine.cycle(1.0).admitted]
     passes = 0
     seen = []
