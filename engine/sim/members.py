@@ -23,7 +23,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Optional
 
-from engine.core.nodefit import NodeShapes, count_grades, grade_of, shapes_of
+from engine.core.nodefit import NodeShapes, grade_of, shapes_of
 from engine.model import Cluster, Task
 from engine.resources import PODS, Resources, add_into, fits
 
@@ -98,8 +98,10 @@ class Member:
         self.capacity: list[Resources] = [dict(n) for n in nodes]
         self.nodes = NodePool(nodes)
         self.free = self.nodes.free
-        self._node_grades: Optional[list[Optional[int]]] = None     # per node, once graded (allocatable_modelings)
-        self._grade_counts: list[int] = []
+        # per node, its grade when last counted (None: not counted, as a pod-full node); every node is due at first
+        self._node_grades: list[Optional[int]] = [None] * len(nodes)
+        self._grade_counts: list[int] = [0] * len(grades or ())
+        self.nodes.touched.update(range(len(nodes)))
         self.count_pods = any(PODS in n for n in nodes)
         self.allocatable: Resources = {}
         for n in nodes:
@@ -133,22 +135,15 @@ class Member:
         grades = self.grades
         if grades is None:
             return None
-        if self._node_grades is None:
-            self._node_grades = [self._grade(i) for i in range(len(self.free))]
-            self._grade_counts = count_grades(grades, [])
-            for g in self._node_grades:
-                if g is not None:
-                    self._grade_counts[g] += 1
-        else:
-            counts, node_grades = self._grade_counts, self._node_grades
-            for i in self.nodes.touched:
-                old, new = node_grades[i], self._grade(i)
-                if old != new:
-                    if old is not None:
-                        counts[old] -= 1
-                    if new is not None:
-                        counts[new] += 1
-                    node_grades[i] = new
+        counts, node_grades = self._grade_counts, self._node_grades
+        for i in self.nodes.touched:
+            old, new = node_grades[i], self._grade(i)
+            if old != new:
+                if old is not None:
+                    counts[old] -= 1
+                if new is not None:
+                    counts[new] += 1
+                node_grades[i] = new
         self.nodes.touched.clear()
         return list(self._grade_counts)
 

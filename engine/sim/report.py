@@ -249,11 +249,15 @@ def worst_deviation(summary: dict[str, Any]) -> Optional[float]:
     return max(q["deviationFromWeight"] for q in rows)
 
 
+def _submitted(sim: SimJob) -> tuple[float, str]:
+    return sim.spec.submit_at, sim.spec.id
+
+
 def build_report(result: SimResult, jobs: bool = True) -> dict[str, Any]:
     """The whole report; without ``jobs`` its per-job records are left out (the terminal summary and the plot do
     not read them, and at 100,000 jobs they are the largest part of it)."""
     summary = summarise(result)
-    report = {
+    return {
         "scenario": result.scenario.name,
         "scenarioFile": result.scenario.source,
         "policy": result.policy,
@@ -263,8 +267,7 @@ def build_report(result: SimResult, jobs: bool = True) -> dict[str, Any]:
         "statusPeriod": result.scenario.status_period,
         "makespan": summary["makespan"],
         "summary": summary,
-        "jobs": [job_record(j) for j in sorted(result.jobs.values(), key=lambda j: (j.spec.submit_at, j.spec.id))]
-        if jobs else [],
+        **({"jobs": [job_record(j) for j in sorted(result.jobs.values(), key=_submitted)]} if jobs else {}),
         "timeline": [{
             "time": _r(s.time), "backlog": s.backlog, "waitingInMembers": s.waiting_in_members, "running": s.running,
             "usefulShare": _r(s.useful, 4),
@@ -272,6 +275,3 @@ def build_report(result: SimResult, jobs: bool = True) -> dict[str, Any]:
             "queueShare": {k: _r(v, 4) for k, v in s.queue_share.items()},
         } for s in result.timeline],
     }
-    if not jobs:
-        del report["jobs"]
-    return report
