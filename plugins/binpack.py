@@ -17,7 +17,8 @@ from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
 from engine.model import Cluster, Job
 from engine.plugin import Plugin
-from plugins._placeutil import configure, utilisation_scores
+from plugins._placeutil import configure
+from plugins._scorecache import ScoreCache
 
 
 class Binpack(Plugin):
@@ -32,6 +33,7 @@ class Binpack(Plugin):
         super().__init__(configure(self.schema(), config, where), cel, where)
         self.weight: int = self.config["weight"]
         self.resources: dict[str, int] = dict(self.config["resources"])
+        self._scores = ScoreCache(self.resources)
 
     def judges_fitting_clusters_only(self) -> bool:
         return True      # a score per cluster, no placement of its own
@@ -45,7 +47,7 @@ class Binpack(Plugin):
     @hookimpl
     def atoll_score(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, int]:
         weight = self.weight
-        scores = utilisation_scores(job, clusters, state.free, self.resources, state)
+        scores = self._scores.scores(job, clusters, state)
         return {cluster.name: weight * (used or 0) for cluster, used in zip(clusters, scores)}
 
 

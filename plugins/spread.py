@@ -19,7 +19,8 @@ from engine.hookspecs import hookimpl
 from engine.model import Cluster, Job, Placement
 from engine.plugin import Plugin
 from engine.resources import add_into, scale
-from plugins._placeutil import configure, fit_count, is_gang, utilisation_scores
+from plugins._placeutil import configure, fit_count, is_gang
+from plugins._scorecache import ScoreCache
 
 
 class Spread(Plugin):
@@ -34,6 +35,7 @@ class Spread(Plugin):
         super().__init__(configure(self.schema(), config, where), cel, where)
         self.weight: int = self.config["weight"]
         self.resources: dict[str, int] = dict(self.config["resources"])
+        self._scores = ScoreCache(self.resources)
         self.split = bool(self.config["splitReplicas"])
 
     def judges_fitting_clusters_only(self) -> bool:
@@ -44,7 +46,7 @@ class Spread(Plugin):
 
     @hookimpl
     def atoll_score(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, int]:
-        scores = utilisation_scores(job, clusters, state.free, self.resources, state)
+        scores = self._scores.scores(job, clusters, state)
         out: dict[str, int] = {}
         for cluster, used in zip(clusters, scores):
             out[cluster.name] = 0 if used is None else self.weight * (100 - used)
