@@ -47,6 +47,10 @@ class QueueReads:
         # (the same few shapes' fleet-level reads), so it is compared once per state, not once per queue
         self._held: dict[frozenset, bool] = {}
         self._held_in: Hashable = None
+        # queues whose own reads all read the queue line only (``_LINE_READS``), and for each the (queue edits,
+        # line stamp) at which they last held: the same stamp, the same values (kept with ``_split``)
+        self._by_line: set[str] = set()
+        self._own_held: dict[str, tuple[int, int]] = {}
 
     def add(self, group: Group) -> None:
         """Count a parked group whose jobs all show its parked refusal (else leave it to the walk)."""
@@ -64,7 +68,7 @@ class QueueReads:
         group.counted = parked[0]
         group.searches = tuple(pair for pair in parked[0] if _searching(pair[0]))
         queue = group.queue
-        self._split.pop(queue, None)
+        self._drop_split(queue)
         plain, searches = self._plain.setdefault(queue, {}), self._searches.setdefault(queue, {})
         for read, value in parked[0]:
             of = searches if _searching(read) else plain
@@ -81,7 +85,7 @@ class QueueReads:
             return
         group.counted = None
         queue = group.queue
-        self._split.pop(queue, None)
+        self._drop_split(queue)
         left = self.count[queue] - 1
         if not left:
             del self.count[queue], self._plain[queue], self._searches[queue]
@@ -106,6 +110,13 @@ class QueueReads:
         self._split.clear()
         self._interned.clear()
         self._held.clear()
+        self._by_line.clear()
+        self._own_held.clear()
+
+    def _drop_split(self, queue: str) -> None:
+        self._split.pop(queue, None)
+        self._by_line.discard(queue)
+        self._own_held.pop(queue, None)
 
     def quiet(self, queue: str, groups: int) -> bool:
         """Whether all ``groups`` groups of ``queue`` are counted and their plain reads hold now. Their victim
@@ -120,8 +131,17 @@ class QueueReads:
         if split is None:
             return False                    # groups parked with different values of a read: one differs now
         own, shared = split
-        if not self._all_hold(own):
-            return False
+        state = self.state
+        if own:
+            # own line reads are functions of the queue edits and the line's usage stamp: unchanged since they
+            # last held, they hold (``_by_line``); else compare them, and remember when they held
+            stamp = (state.queue_edits, state.line_stamp(queue)) if queue in self._by_line else None
+            if stamp is None or self._own_held.get(queue) != stamp:
+                if not self._all_hold(own):
+                    return False
+                if stamp is not None:
+                    self._own_held[queue] = stamp
+        self.reads.current()                # the version of this state (own reads may not have asked)
         version = self.reads.seen
         if version != self._held_in:
             self._held_in = version
@@ -144,6 +164,10 @@ class QueueReads:
             self._interned.clear()
             self._split.clear()
             self._held.clear()
+            self._by_line.clear()
+            self._own_held.clear()
+        if all(read[0] in _LINE_READS for read, _ in own):
+            self._by_line.add(queue)
         key = frozenset(shared)
         return tuple(own), self._interned.setdefault(key, key)
 
@@ -172,6 +196,10 @@ class QueueReads:
                 if (known[read] if read in known else value(read)) != seen:
                     return False
         return True
+
+
+_LINE_READS = frozenset(("line", "usage", "allocated"))
+"""Reads of a queue line whose values change only with ``FleetState.queue_edits`` and ``line_stamp`` (engine.core.wake)."""
 
 
 def _own(read: Any, queue: str) -> bool:
