@@ -166,7 +166,7 @@ class QueueReads:
             self._held.clear()
             self._by_line.clear()
             self._own_held.clear()
-        if all(read[0] in _LINE_READS for read, _ in own):
+        if all(_line_read(read) for read, _ in own):
             self._by_line.add(queue)
         key = frozenset(shared)
         return tuple(own), self._interned.setdefault(key, key)
@@ -200,6 +200,10 @@ class QueueReads:
 
 _LINE_READS = frozenset(("line", "usage", "allocated"))
 """Reads of a queue line whose values change only with ``FleetState.queue_edits`` and ``line_stamp`` (engine.core.wake)."""
+
+
+def _line_read(read: Any) -> bool:
+    return bool(read[0] in _LINE_READS)
 
 
 def _own(read: Any, queue: str) -> bool:
