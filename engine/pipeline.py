@@ -192,6 +192,7 @@ class Pipeline:
             for plugin in self.stages.get(stage, []):
                 judges.setdefault(id(plugin), plugin)
         self._judges = [p.verdict_key for p in judges.values()]
+        self._placers = [p.verdict_key for p in self.stages.get("place", [])]
         self._readers = [p.verdict_reads for p in judges.values()
                          if any(p in self.stages.get(stage, []) for stage in ("admit", "place"))]
         self._preempt_readers = [p.verdict_reads for p in self.stages.get("preempt", [])]
@@ -203,6 +204,17 @@ class Pipeline:
         them declares nothing for this job (then it is examined on its own)."""
         parts = []
         for key_of in self._judges:
+            part = key_of(job)
+            if part is None:
+                return None
+            parts.append(part)
+        return tuple(parts)
+
+    def place_key(self, job: Any) -> Optional[tuple[Any, ...]]:
+        """The joined ``Plugin.verdict_key`` of the place stage's plugins alone (filters, scores, placement): jobs
+        with equal place keys are filtered, scored and placed alike in one state. None when one declares nothing."""
+        parts = []
+        for key_of in self._placers:
             part = key_of(job)
             if part is None:
                 return None

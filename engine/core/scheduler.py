@@ -53,6 +53,9 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns):
         self._keyed = not exhaustive and pipeline.declares_verdict_keys
         self._backlog = Backlog()                      # pending jobs by queue and verdict key (when keyed)
         self._memo: dict[Hashable, tuple[int, Refusal]] = {}    # group key -> (admissions, refusal) this cycle
+        # (place key, shape, excluded clusters) -> the refusal of a job that fits nowhere, in the state ``_nowhere_at``
+        self._nowhere_seen: dict[Hashable, Refusal] = {}
+        self._nowhere_at: Hashable = None
         self._result = CycleResult()
         self._pending: dict[str, SortedList] = {}      # queue name -> pending jobs in order
         self._dirty: set[str] = set()                  # job ids to examine next cycle
@@ -278,7 +281,32 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns):
                 decided = self._decide(job, fitting)
                 if not isinstance(decided, Refusal):
                     return decided
+            elif not fitting and self._keyed:
+                return self._nowhere(job, candidates)
         return self._decide(job, candidates)
+
+    def _nowhere(self, job: Job, candidates: list[Cluster]) -> Placement | Refusal:
+        """``_decide`` over every candidate for a job whose gang minimum fits on none of them: its refusal, whose
+        text names what each filter and place plugin saw, is kept for the jobs with the same place key, the same
+        shape and the same excluded clusters in the same state (``_stamp`` and ``FleetState.changes``, which every
+        dry run moves too). After a saturated start ~13,000 jobs of one state were judged over all 100 clusters
+        each, the most costly part of the cycle (the admit check passes them: the most free per resource is
+        summed over different clusters)."""
+        key = self.pipeline.place_key(job)
+        if key is None:
+            return self._decide(job, candidates)
+        key = (key, job.shape, frozenset(job.excluded_clusters) if job.excluded_clusters else None)
+        at = (self._stamp, self.state.changes)
+        if self._nowhere_at != at:
+            self._nowhere_at = at
+            self._nowhere_seen.clear()
+        known = self._nowhere_seen.get(key)
+        if known is not None:
+            return known
+        decided = self._decide(job, candidates)
+        if isinstance(decided, Refusal):
+            self._nowhere_seen[key] = decided
+        return decided
 
     def _decide(self, job: Job, candidates: list[Cluster]) -> Placement | Refusal:
         """Filter, score and place ``job`` over ``candidates`` (ready clusters in name order)."""

@@ -1,0 +1,64 @@
+"""A job whose gang minimum fits in no single cluster is judged over every candidate once per place key, shape and
+excluded clusters in one state (``Engine._nowhere``), and every refusal is the exhaustive engine's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from engine.core.scheduler import Engine
+from engine.model import Cluster, Job, Queue, Task
+from engine.resources import CPU, MEMORY
+from tests.core.test_pruned_exact import Pair, _copy
+from tests.core.test_wake import DEFAULT, GI
+
+
+def _split_fleet(pair: Pair) -> None:
+    """Most cpu on one cluster, most memory on the others: a job asking for much of both passes the admit checks
+    (the most free per resource, and the fleet's sum) but fits in no single cluster."""
+    for name, cpu, memory in (("a", 16_000, 2 * GI), ("b", 2000, 64 * GI), ("c", 2000, 64 * GI)):
+        pair.both("upsert_cluster", lambda name=name, cpu=cpu, memory=memory: (
+            Cluster(name, allocatable={CPU: cpu, MEMORY: memory}),))
+    for n in range(4):
+        pair.both("upsert_queue", lambda n=n: (Queue(f"q{n}"),))
+
+
+def _job(i: int, queue: str, priority: int, excluded: frozenset[str] = frozenset()) -> Job:
+    job = Job(f"ns/j{i}", f"j{i}", "ns", queue=queue, priority=priority, submit_time=float(i),
+              tasks=[Task("t", 2, 2, {CPU: 4000, MEMORY: 8 * GI})])
+    job.excluded_clusters = set(excluded)
+    return job
+
+
+def _copied(job: Job) -> Job:
+    copy = _copy(job)
+    copy.excluded_clusters = set(job.excluded_clusters)
+    return copy
+
+
+def test_jobs_that_fit_nowhere_share_one_judgement_per_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default policy: priority-preemption's key holds the job's priority, so 24 jobs of one shape in two
+    queues are 24 groups, each examined; gpu-capacity's place key holds the queue."""
+    pair = Pair(DEFAULT)
+    _split_fleet(pair)
+    for i in range(24):
+        excluded = frozenset({"c"}) if i % 3 == 0 else frozenset()
+        job = _job(i, f"q{i % 2}", i, excluded)
+        pair.both("submit", lambda job=job: (_copied(job),))
+    judged: list[int] = []
+    decide = Engine._decide
+
+    def counting(self: Engine, job: Job, candidates: list[Cluster]) -> Any:
+        if self is pair.pruned:
+            judged.append(len(candidates))
+        return decide(self, job, candidates)
+
+    monkeypatch.setattr(Engine, "_decide", counting)
+    pair.cycle()                         # equal admissions (none) and refusal texts, job by job
+    reasons = {job.id: job.pending_reason for job in pair.pruned.state.jobs.values()}
+    assert pair.pruned._result.examined == 24
+    # one judgement per queue and set of candidates: all three clusters, and a and b for the jobs excluding c
+    assert sorted(judged) == [2, 2, 3, 3]
+    assert reasons["ns/j0"] != reasons["ns/j2"]                  # "none of the 2 ..." against "none of the 3 ..."
+    assert len(set(reasons.values())) == 2
