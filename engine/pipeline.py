@@ -9,7 +9,7 @@ per stage, never per comparison.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Hashable, Optional, Sequence
 
 import pluggy
 
@@ -74,6 +74,17 @@ def _direct(hook: pluggy.HookCaller) -> Callable[..., Any]:
                 results.append(result)
         return results
     return collect
+
+
+def _joined_keys(keys: Sequence[Callable[[Any], Optional[Hashable]]], job: Any) -> Optional[tuple[Any, ...]]:
+    """The verdict keys joined in order, or None as soon as one declares nothing (None)."""
+    parts = []
+    for key_of in keys:
+        part = key_of(job)
+        if part is None:
+            return None
+        parts.append(part)
+    return tuple(parts)
 
 
 def _joined_reads(readers: Sequence[Callable[[Any, Any], Optional[Sequence[Any]]]], job: Any,
@@ -202,24 +213,12 @@ class Pipeline:
     def verdict_key(self, job: Any) -> Optional[tuple[Any, ...]]:
         """The joined ``Plugin.verdict_key`` of every admit/place/preempt plugin, or None when one of
         them declares nothing for this job (then it is examined on its own)."""
-        parts = []
-        for key_of in self._judges:
-            part = key_of(job)
-            if part is None:
-                return None
-            parts.append(part)
-        return tuple(parts)
+        return _joined_keys(self._judges, job)
 
     def place_key(self, job: Any) -> Optional[tuple[Any, ...]]:
         """The joined ``Plugin.verdict_key`` of the place stage's plugins alone (filters, scores, placement): jobs
         with equal place keys are filtered, scored and placed alike in one state. None when one declares nothing."""
-        parts = []
-        for key_of in self._placers:
-            part = key_of(job)
-            if part is None:
-                return None
-            parts.append(part)
-        return tuple(parts)
+        return _joined_keys(self._placers, job)
 
     def verdict_reads(self, job: Any, state: Any) -> Optional[tuple[Any, ...]]:
         """The joined ``Plugin.verdict_reads`` of every admit/place plugin, or None when one of them

@@ -35,6 +35,17 @@ def make_job(spec: list[tuple[tuple[int, int], int, int]], n: int) -> Job:
     return Job(id=f"ask{n}", name=f"ask{n}", queue="q", tasks=tasks)
 
 
+def hold(state: FleetState, names: list[str], event: tuple, n: int) -> Job:
+    """Book a ("hold", cluster index, (gpus, cpu), pods) event as a running job on that cluster."""
+    _, where, (gpus, cpu), count = event
+    job = Job(id=f"held{n}", name=f"held{n}", queue="q",
+              tasks=[Task("t", count, count, {CPU: cpu, **({GPU: gpus} if gpus else {})})])
+    job.placement = {names[where % len(names)]: {"t": count}}
+    state.jobs[job.id] = job
+    state.hold(job)
+    return job
+
+
 def gang_reference(job: Job, state: FleetState) -> Optional[Refusal]:
     """gang's admit before the shortcuts, with the fleet-wide check done cluster by cluster."""
     need, have = job.min_demand, state.max_free
@@ -98,13 +109,8 @@ def test_shortcuts_equal_straightforward_checks(reports: list, events: list, ask
     n = 0
     for event in [None, *events]:
         if event is not None and event[0] == "hold":
-            _, where, (gpus, cpu), count = event
             n += 1
-            job = Job(id=f"held{n}", name=f"held{n}", queue="q",
-                      tasks=[Task("t", count, count, {CPU: cpu, **({GPU: gpus} if gpus else {})})])
-            job.placement = {names[where % len(names)]: {"t": count}}
-            state.jobs[job.id] = job
-            state.hold(job)
+            hold(state, names, event, n)
         elif event is not None:
             _, where, (counts, ready) = event
             name = names[where % len(names)]

@@ -16,7 +16,7 @@ from engine.resources import CPU, GPU
 from plugins._placeutil import utilisation_scores
 from plugins._scorecache import ScoreCache
 from plugins.binpack import Binpack
-from tests.plugins.test_node_fast_paths import ALLOCATABLE, GRADES, POD, TASK, make_job
+from tests.plugins.test_node_fast_paths import ALLOCATABLE, GRADES, POD, TASK, hold, make_job
 
 REPORT = st.tuples(st.lists(st.integers(0, 3), min_size=9, max_size=9), st.booleans(), st.booleans())
 EVENT = st.one_of(st.tuples(st.just("hold"), st.integers(0, 3), POD, st.integers(1, 4)),
@@ -60,14 +60,8 @@ def test_kept_scores_equal_fresh_scores(reports: list, events: list, asks: list,
         if event is None:
             pass
         elif event[0] == "hold":
-            _, where, (gpus, cpu), count = event
             n += 1
-            job = Job(id=f"held{n}", name=f"held{n}", queue="q",
-                      tasks=[Task("t", count, count, {CPU: cpu, **({GPU: gpus} if gpus else {})})])
-            job.placement = {names[where % len(names)]: {"t": count}}
-            state.jobs[job.id] = job
-            state.hold(job)
-            held.append(job)
+            held.append(hold(state, names, event, n))
         elif event[0] == "release" and held:
             state.release(held.pop(event[1] % len(held)))
         elif event[0] == "report":
