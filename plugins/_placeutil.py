@@ -283,7 +283,8 @@ class ReasonCache:
         self._limit = limit
 
     def get(self, template: str, need: Mapping[str, int], have: Mapping[str, int]) -> str:
-        key = (template, tuple(need.items()), tuple(have.get(k, 0) for k in need))
+        # what was free is part of the key only for a template that prints it ("less than {need} free" does not)
+        key = (template, tuple(need.items()), tuple(have.get(k, 0) for k in need) if "{have}" in template else None)
         text = self._texts.get(key)
         if text is None:
             if len(self._texts) >= self._limit:

@@ -1,6 +1,7 @@
 """binpack's and spread's scores kept per job shape and cluster (plugins._scorecache) equal the scores computed
 afresh, after random bookings, releases, status reports (node shapes on and off, readiness), dry runs and
-subsets of candidate clusters: every answer compared after every change, and inside dry runs."""
+subsets of candidate clusters: every answer compared after every change, and inside dry runs. Also refusal texts
+kept by what they print (ReasonCache)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from engine.core.nodefit import shapes_of
 from engine.core.state import FleetState
 from engine.model import Cluster, Job, Task
 from engine.resources import CPU, GPU
-from plugins._placeutil import utilisation_scores
+from plugins._placeutil import ReasonCache, utilisation_scores
 from plugins._scorecache import ScoreCache
 from plugins.binpack import Binpack
 from tests.plugins.test_node_fast_paths import ALLOCATABLE, GRADES, POD, TASK, hold, make_job
@@ -106,3 +107,15 @@ def test_binpack_rescores_only_the_clusters_touched_since() -> None:
         module.utilisation_scores = real    # type: ignore[assignment]
     assert computed == [6, 1]
     assert scores["c3"] > scores["c0"] == scores["c5"]
+
+
+def test_refusal_texts_are_kept_by_what_they_print() -> None:
+    """ReasonCache (plugins._placeutil): a template that prints what was free is kept per free amount; one that
+    does not is one text whatever is free (gpu-capacity's per-cluster "less than ... free", asked per cluster)."""
+    cache = ReasonCache()
+    need = {GPU: 2}
+    short = cache.get("less than {need} free", need, {GPU: 1})
+    assert cache.get("less than {need} free", need, {GPU: 0}) is short and short == "less than nvidia.com/gpu=2 free"
+    across = "needs {need}; {have} free"
+    assert cache.get(across, need, {GPU: 1}) != cache.get(across, need, {GPU: 0})
+    assert len(cache._texts) == 3
