@@ -37,16 +37,13 @@ class ScoreCache:
         if state is not self._state:
             self._state = state
             self._kept.clear()
-        touched, base = state.touched, state.touched_base
-        end = base + len(touched)
         aware = state.any_node_shapes
         kept = self._kept.get(job.shape)
-        known: dict[str, Optional[int]]
-        if kept is None or kept[1] != aware or kept[0] < base or end - kept[0] > 8 * len(clusters) + 64:
-            known = {}
-        else:
+        since = state.touched_since(kept[0], 8 * len(clusters) + 64) if kept is not None and kept[1] == aware else None
+        known: dict[str, Optional[int]] = {}
+        if kept is not None and since is not None:
             known = kept[2]
-            for name in touched[kept[0] - base:]:
+            for name in since:
                 known.pop(name, None)
         missing = [cluster for cluster in clusters if cluster.name not in known]
         if missing:
@@ -54,5 +51,5 @@ class ScoreCache:
                 known[cluster.name] = score
         if kept is None and len(self._kept) >= _SHAPES_MAX:
             self._kept.clear()
-        self._kept[job.shape] = (end, aware, known)
+        self._kept[job.shape] = (state.touched_end, aware, known)
         return [known[cluster.name] for cluster in clusters]

@@ -28,6 +28,10 @@ from engine.core.state import FleetState
 from engine.core.wake import Reads
 
 
+_Split = tuple[tuple[tuple[Hashable, Hashable], ...], frozenset, bool]
+"""A queue's plain reads for ``QueueReads.quiet``: its own line's pairs, the others interned, own reads line-only."""
+
+
 class QueueReads:
     """Per queue: read -> parked value -> how many of its parked groups saw it; and how many groups count."""
 
@@ -40,16 +44,16 @@ class QueueReads:
         self._searches: dict[str, dict[Hashable, dict[Hashable, int]]] = {}
         self.count: dict[str, int] = {}
         # queue -> its plain reads split for ``quiet``: (its own line's (read, value) pairs, the other reads'
-        # pairs as one interned frozenset), None when a read has several parked values; dropped on a change
-        self._split: dict[str, Optional[tuple[tuple[tuple[Hashable, Hashable], ...], frozenset]]] = {}
+        # pairs as one interned frozenset, whether the own reads all read the queue line only, ``_LINE_READS``),
+        # None when a read has several parked values; dropped on a change
+        self._split: dict[str, Optional[_Split]] = {}
         self._interned: dict[frozenset, frozenset] = {}
         # the shared part's answer, per interned frozenset, in the state ``_held_in``: most queues share it
         # (the same few shapes' fleet-level reads), so it is compared once per state, not once per queue
         self._held: dict[frozenset, bool] = {}
         self._held_in: Hashable = None
-        # queues whose own reads all read the queue line only (``_LINE_READS``), and for each the (queue edits,
-        # line stamp) at which they last held: the same stamp, the same values (kept with ``_split``)
-        self._by_line: set[str] = set()
+        # queue whose own reads read the line only -> the (queue edits, line stamp) at which they last held: the
+        # same stamp, the same values (dropped with ``_split``)
         self._own_held: dict[str, tuple[int, int]] = {}
 
     def add(self, group: Group) -> None:
@@ -110,12 +114,10 @@ class QueueReads:
         self._split.clear()
         self._interned.clear()
         self._held.clear()
-        self._by_line.clear()
         self._own_held.clear()
 
     def _drop_split(self, queue: str) -> None:
         self._split.pop(queue, None)
-        self._by_line.discard(queue)
         self._own_held.pop(queue, None)
 
     def quiet(self, queue: str, groups: int) -> bool:
@@ -130,12 +132,12 @@ class QueueReads:
             split = self._split[queue] = self._split_reads(queue)
         if split is None:
             return False                    # groups parked with different values of a read: one differs now
-        own, shared = split
+        own, shared, by_line = split
         state = self.state
         if own:
             # own line reads are functions of the queue edits and the line's usage stamp: unchanged since they
-            # last held, they hold (``_by_line``); else compare them, and remember when they held
-            stamp = (state.queue_edits, state.line_stamp(queue)) if queue in self._by_line else None
+            # last held, they hold (``by_line``); else compare them, and remember when they held
+            stamp = (state.queue_edits, state.line_stamp(queue)) if by_line else None
             if stamp is None or self._own_held.get(queue) != stamp:
                 if not self._all_hold(own):
                     return False
@@ -151,7 +153,7 @@ class QueueReads:
             held = self._held[shared] = self._all_hold(shared)
         return held
 
-    def _split_reads(self, queue: str) -> Optional[tuple[tuple[tuple[Hashable, Hashable], ...], frozenset]]:
+    def _split_reads(self, queue: str) -> Optional[_Split]:
         """The queue's plain reads as (read, value) pairs: those of its own line apart, the others interned."""
         own: list[tuple[Hashable, Hashable]] = []
         shared: list[tuple[Hashable, Hashable]] = []
@@ -164,12 +166,9 @@ class QueueReads:
             self._interned.clear()
             self._split.clear()
             self._held.clear()
-            self._by_line.clear()
             self._own_held.clear()
-        if all(_line_read(read) for read, _ in own):
-            self._by_line.add(queue)
         key = frozenset(shared)
-        return tuple(own), self._interned.setdefault(key, key)
+        return tuple(own), self._interned.setdefault(key, key), all(_line_read(read) for read, _ in own)
 
     def searches_hold(self, queue: str) -> bool:
         """Every counted group's victim search still holds (for a queue passed whole, now)."""

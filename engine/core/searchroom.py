@@ -104,13 +104,11 @@ class Room:
         for seen in self.rules:
             if not self.one_cluster and seen.chosen and seen.chosen - left <= preempt.FLEET_WIDE_MAX:
                 return False
-        touched, base = state.touched, state.touched_base
-        end = base + len(touched)
-        looked = self.looked
+        end = state.touched_end
         # every cluster was short when it last looked: only those whose free or excess changed since can
         # cover the need now (absorbing a candidate sets looked to None)
-        changed = set(touched[looked - base:]) if looked is not None and base <= looked <= end and \
-            end - looked <= _LOOK_AGAIN_MAX else None
+        since = state.touched_since(self.looked, _LOOK_AGAIN_MAX)
+        changed = set(since) if since is not None else None
         clusters, free_of, excess_of, need = state.clusters, state.free, state.excess, self.need
         for seen in self.rules:
             shorts = seen.short

@@ -201,6 +201,23 @@ class FleetState(NodeView, Claims):
         self._credits.pop(name, None)
         self._invalidate(name)
 
+    @property
+    def touched_end(self) -> int:
+        """The absolute position after the last entry of ``touched``: what a reader keeps to ask ``touched_since``."""
+        return self.touched_base + len(self.touched)
+
+    def touched_since(self, at: Optional[int], most: int) -> Optional[list[str]]:
+        """The clusters touched from absolute position ``at`` on (repeats included), or None when ``at`` is None,
+        the log no longer reaches back to it, or more than ``most`` entries came since: the reader then looks at
+        every cluster again."""
+        if at is None:
+            return None
+        base = self.touched_base
+        end = base + len(self.touched)
+        if not base <= at <= end or end - at > most:
+            return None
+        return self.touched[at - base:]
+
     def _touch(self, cluster: str) -> None:
         """``free(cluster)`` or ``excess(cluster)`` may have changed (see ``touched``)."""
         touched = self.touched
