@@ -97,8 +97,10 @@ class PriorityPreemption(Plugin):
                 return ANY
             return mine if across == "queueThenJob" else None
 
-        # victim_queues reads the queues' priorities live; the rest is fixed by the scope
-        return self.protections.rule("priority", self.name, victim_queues, scope=(job.queue, mine, level, across))
+        # victim_queues reads the queues' priorities live; the rest is fixed by the scope, and outside the
+        # preemptor's own queue by the shared scope
+        return self.protections.rule("priority", self.name, victim_queues, scope=(job.queue, mine, level, across),
+                                     shared_scope=(mine, level, across), own_queues=frozenset((job.queue,)))
 
 
 PLUGINS = [PriorityPreemption]

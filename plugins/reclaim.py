@@ -107,8 +107,23 @@ class Reclaim(Plugin):
 
         # victim_queues reads the queues live (reclaimable, usage, ancestors); fair share reads its own usage too
         scope = (own.name, bound, tuple(sorted(line))) if guaranteed else None
+        # outside the reclaiming queue's line and subtree, victim_queues answers alike for every rule of one bound
+        shared = bound if guaranteed else None
+        own_line = frozenset(line | _subtree(state, own.name)) if guaranteed else frozenset()
         return self.protections.rule("reclaim" if guaranteed else "fair-share", self.name, victim_queues, allows,
-                                     scope=scope)
+                                     scope=scope, shared_scope=shared, own_queues=own_line)
+
+
+def _subtree(state: FleetState, name: str) -> set[str]:
+    """The queues below ``name`` (cycles in bad input are cut)."""
+    out: set[str] = set()
+    todo = list(state.children(name))
+    while todo:
+        child = todo.pop()
+        if child not in out and child != name:
+            out.add(child)
+            todo.extend(state.children(child))
+    return out
 
 
 PLUGINS = [Reclaim]

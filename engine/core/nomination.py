@@ -221,7 +221,7 @@ class Preemptions:
     def _standing(self, rule: PreemptRule) -> Optional[Standing]:
         """The Standing searches of ``rule``'s scope share while the state and the candidates stay as they are
         (``FleetState.changes`` and ``RunningIndex.version`` grow with any change of queues, usage or
-        candidates); None for a rule without a scope."""
+        candidates), on the base of its shared scope when it has one; None for a rule without a scope."""
         if rule.scope is None:
             return None
         at = (self.state.changes, self.running.version)
@@ -231,7 +231,13 @@ class Preemptions:
         key = (rule.plugin, rule.scope)
         found = self._standings.get(key)
         if found is None:
-            found = self._standings[key] = Standing()
+            base = None
+            if rule.shared_scope is not None:
+                shared = (rule.plugin, "shared", rule.shared_scope)
+                base = self._standings.get(shared)
+                if base is None:
+                    base = self._standings[shared] = Standing()
+            found = self._standings[key] = Standing(base, rule.own_queues)
         return found
 
     def _key(self, job: Job) -> Optional[Hashable]:

@@ -72,6 +72,12 @@ class PreemptRule:
     # in every state (e.g. the preemptor's queue and rank); None: unknown. Lets parked searches share a watch
     # (engine.core.searchwake)
     scope: Optional[Hashable] = None
+    # rules of one plugin with equal shared scopes open every queue outside their ``own_queues`` alike (the same
+    # bound or none), in every state: e.g. every rule of one priority level and rank, whatever the preemptor's
+    # queue. Lets their searches share what they learn of those queues (engine.core.running.Standing.base).
+    # None: no such promise
+    shared_scope: Optional[Hashable] = None
+    own_queues: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

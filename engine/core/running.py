@@ -183,9 +183,20 @@ class Standing(dict[str, tuple[int, float]]):
     when the rule does not open it or it has no candidate below the bound. It is a function of the rule's scope
     (``PreemptRule.scope``: equal scopes open the same queues to the same ranks in every state), the queues and
     their usage, and the index: searches of equal scopes in one state share one (``Preemptions``).
-    ``complete``: every queue holding candidates is in it."""
+    ``complete``: every queue holding candidates is in it.
+
+    ``base``: the Standing shared, in the same state, by every rule of the plugin's equal ``shared_scope``
+    (``PreemptRule``): they make the same of every queue outside their ``own`` queues, so what one learns of
+    such a queue the others take from it, and completing a Standing copies the base's entries instead of
+    asking the rule for each queue. A base holds no answer about a queue that was own to every rule that asked."""
 
     complete = False
+
+    def __init__(self, base: Optional["Standing"] = None, own: frozenset[str] = frozenset()) -> None:
+        super().__init__()
+        self.base = base
+        self.own = own
+        self.opened: dict[int, dict[str, tuple[int, float]]] = {}     # per pass, once complete
 
 
 def victim_order(index: RunningIndex, victim_queues: Callable[[str], Optional[float]], queues: dict[str, Queue],
@@ -195,22 +206,67 @@ def victim_order(index: RunningIndex, victim_queues: Callable[[str], Optional[fl
     order with the queues above their guarantee (or without one) first: the merge of the per-queue
     streams, see the module doc. The caller must not change the index or the queues' usage between two
     candidates (a dry run restores both). ``standing``: what an earlier walk of an equal rule in the same
-    state learnt (filled in further). The other keyword arguments tune when it changes ways (tests)."""
+    state learnt (filled in further), and through its base what rules of an equal shared scope learnt. The
+    other keyword arguments tune when it changes ways (tests)."""
     if standing is None:
         standing = Standing()
+    base, own = standing.base, standing.own
+
+    def ask(name: str) -> tuple[int, float]:
+        bound = victim_queues(name)
+        if bound is None or index.least_rank(name) >= bound:
+            return CLOSED
+        queue = queues.get(name)
+        return (0 if queue is not None and (not queue.guarantee or above_guarantee(queue)) else 1, bound)
 
     def stand(name: str) -> tuple[int, float]:
         known = standing.get(name)
         if known is None:
-            bound = victim_queues(name)
-            if bound is None or index.least_rank(name) >= bound:
-                known = CLOSED
+            if base is not None and name not in own:
+                known = base.get(name)
+                if known is None:
+                    known = base[name] = ask(name)
             else:
-                queue = queues.get(name)
-                known = (0 if queue is not None and (not queue.guarantee or above_guarantee(queue)) else 1, bound)
+                known = ask(name)
             standing[name] = known
         return known
 
+    def complete() -> None:
+        busy = index.queues()
+        if base is None:
+            for name in busy:
+                stand(name)
+        else:
+            for name in busy.difference(base):
+                if name not in own:
+                    base[name] = ask(name)
+            base.complete = True        # every queue holding candidates but the own ones of a rule
+            mine = {name: standing[name] for name in own if name in standing}
+            standing.update(base)       # right for every queue but the own ones, put back below
+            for name in own:
+                known = mine.get(name)
+                if known is None:
+                    standing.pop(name, None)
+                    if name in busy:
+                        known = ask(name)
+                if known is not None:
+                    standing[name] = known
+        standing.complete = True
+
+    def rest(current: int, last: Optional[Placed]) -> Iterator[str]:
+        opened = standing.opened.get(current)
+        if opened is None:
+            opened = standing.opened[current] = {name: known for name, known in standing.items()
+                                                 if known[0] >= current}
+        if len(opened) <= streams_max:
+            return _merged(index, opened, current, last)
+        return _informed(index, opened, current, last, skips_per_stream * len(opened))
+
+    if base is not None and base.complete and not standing.complete:
+        complete()                      # cheap: copied from the base
+    if standing.complete:
+        yield from rest(0, None)        # every queue's standing known: no lazy walk
+        return
     skipped = 0
     later = False                       # a queue below its guarantee was met: a second pass is due
     for current in (0, 1):
@@ -225,19 +281,13 @@ def victim_order(index: RunningIndex, victim_queues: Callable[[str], Optional[fl
             skipped += 1
             if skipped > lazy_skips:
                 if not standing.complete:
-                    for name in index.queues():
-                        stand(name)
-                    standing.complete = True
-                opened = {name: known for name, known in standing.items() if known[0] >= current}
-                if len(opened) <= streams_max:
-                    yield from _merged(index, opened, current, entry)
-                else:
-                    yield from _informed(index, opened, current, entry, skips_per_stream * len(opened))
+                    complete()
+                yield from rest(current, entry)
                 return
 
 
-def _informed(index: RunningIndex, opened: dict[str, tuple[int, float]], current: int, last: Placed,
-              budget: int) -> Iterator[str]:
+def _informed(index: RunningIndex, opened: dict[str, tuple[int, float]], current: int,
+              last: Optional[Placed], budget: int) -> Iterator[str]:
     """The walk once every queue's standing is known: a pass ends at the first candidate ranked at or above
     every bound of that pass (the order is by rank first), and once it has skipped ``budget`` more
     candidates the rest comes from the streams."""

@@ -144,10 +144,12 @@ class Room:
         log = self.log
         if self.seen < log.base:
             return False
-        entries = log.entries[self.seen - log.base:]
+        entries, base = log.entries, log.base
+        positions = log.maybe([seen.rule for seen in self.rules], self.seen)
         self.seen = log.end
         jobs = state.jobs
-        for queue, rank, preemptions, job_id in entries:
+        for position in positions:
+            queue, rank, preemptions, job_id = entries[position - base]
             targets = [seen for seen in self.rules if opens(seen.rule, queue, rank, preemptions)]
             if not targets:
                 continue

@@ -32,9 +32,8 @@ the whole engine with ``Engine(exhaustive=True)``, which never parks a search.
 
 from __future__ import annotations
 
-from typing import Callable, Hashable, Optional
-
-from typing import TYPE_CHECKING
+from bisect import bisect_left
+from typing import TYPE_CHECKING, Callable, Hashable, Iterable, Optional
 
 from engine.core.preempt import PreemptRule
 
@@ -58,6 +57,10 @@ class CandidateLog:
         self.gone: set[int] = set()
         # positions found still a candidate, and at which version: every watch reading the log asks the same
         self._alive: dict[int, int] = {}
+        # per shared scope (``PreemptRule.shared_scope``): how far the log was read for it, and the positions
+        # that may open its rules (see ``maybe``); and per queue, the positions logged for it
+        self._hits: dict[Hashable, list] = {}
+        self._by_queue: dict[str, list[int]] = {}
 
     def still(self, position: int, job_id: str) -> bool:
         """The job logged at ``position`` is still a candidate (asked once per version of the candidates)."""
@@ -79,7 +82,48 @@ class CandidateLog:
             self.entries = []
             self.gone.clear()
             self._alive.clear()
+            self._hits.clear()
+            self._by_queue.clear()
+        positions = self._by_queue.get(queue)
+        if positions is None:
+            positions = self._by_queue[queue] = []
+        positions.append(self.base + len(self.entries))
         self.entries.append((queue, rank, preemptions, job_id))
+
+    def maybe(self, rules: Optional[list[PreemptRule]], since: int) -> Iterable[int]:
+        """The positions from ``since`` on (at least ``base``) whose entry one of ``rules`` may open, in order:
+        every position, unless every rule has a shared scope. Then, per rule, the positions whose entry opens
+        its shared scope, or whose queue was own to the rule that read the entry for that scope (both asked
+        once per scope, when first needed), and the positions of the rule's own queues. The caller asks
+        ``opens`` of each: a position left out opens none of ``rules``.
+
+        Asking once per scope is asking earlier than a watch would: a queue a scope did not open then but does
+        now rose above its guarantee since (logged: ``Preemptions.usage_changed``) or was edited (the
+        ``("queues",)`` read of the parked search); a queue it opened then but not now is asked again."""
+        end = self.end
+        if rules is None or since >= end or any(rule.shared_scope is None for rule in rules):
+            return range(since, end)
+        found: set[int] = set()
+        for rule in rules:
+            key = (rule.plugin, rule.shared_scope, rule.max_preemptions)
+            known = self._hits.get(key)
+            if known is None:
+                known = self._hits[key] = [self.base, []]
+            upto, hits = known
+            if upto < end:
+                own, base = rule.own_queues, self.base
+                for i in range(upto - base, len(self.entries)):
+                    queue, rank, preemptions, _ = self.entries[i]
+                    if queue in own or opens(rule, queue, rank, preemptions):
+                        hits.append(base + i)
+                known[0] = end
+            if hits and hits[-1] >= since:
+                found.update(hits[bisect_left(hits, since):])
+            for queue in rule.own_queues:
+                positions = self._by_queue.get(queue)
+                if positions and positions[-1] >= since:
+                    found.update(positions[bisect_left(positions, since):])
+        return sorted(found) if len(found) > 1 else found
 
     @property
     def end(self) -> int:
@@ -108,17 +152,15 @@ class Watch:
         if self.seen < log.base:
             self.awake = True
             return False
-        rules, still = self.rules, log.still
-        position = self.seen
-        for queue, rank, preemptions, job_id in log.entries[self.seen - log.base:]:
+        rules, still, entries, base = self.rules, log.still, log.entries, log.base
+        for position in log.maybe(rules, self.seen):
+            queue, rank, preemptions, job_id = entries[position - base]
             if job_id is not None and not still(position, job_id):
-                position += 1
                 continue
-            position += 1
             if rules is None or any(opens(rule, queue, rank, preemptions) for rule in rules):
                 self.awake = True
                 return False
-        self.seen = position
+        self.seen = log.end
         return True
 
 

@@ -110,6 +110,30 @@ def test_the_walk_yields_the_merged_streams_wherever_it_switches(fleet: tuple, l
     assert list(victim_order(index, bounds.get, queues, per_stream, streams, lazy, standing=shared)) == expected
 
 
+@settings(max_examples=400, deadline=None)
+@given(fleets(), st.data(), st.integers(0, 6), st.integers(0, 3))
+def test_rules_of_a_shared_scope_share_what_they_learn_of_the_other_queues(fleet: tuple, data: st.DataObject,
+                                                                          lazy: int, streams: int) -> None:
+    """Rules that answer alike outside their own queues (``PreemptRule.shared_scope``) share a base Standing:
+    each still yields exactly its own merged streams, whatever the base learnt from rules whose own queues
+    were different, and a second search of a rule completes from the base without asking the rule again."""
+    index, bounds, queues = fleet
+    names = sorted(bounds)
+    base = Standing()
+    for _ in range(data.draw(st.integers(1, 5))):
+        own = frozenset(data.draw(st.lists(st.sampled_from(names), max_size=3)))
+        mine = {name: data.draw(st.sampled_from([None, ANY, 0, 1, 2, 3])) for name in own}
+        ruled = {name: mine[name] if name in own else bounds[name] for name in names}
+        victim_queues, asked = _asking(ruled.get)
+        first = victim_order(index, victim_queues, queues, lazy, streams, standing=Standing(base, own))
+        assert list(first) == reference(index, ruled, queues)
+        if base.complete:
+            asked.clear()
+            again = list(victim_order(index, victim_queues, queues, lazy, streams, standing=Standing(base, own)))
+            assert again == reference(index, ruled, queues)
+            assert set(asked) <= own        # the other queues came from the base
+
+
 def test_a_switch_midway_neither_repeats_nor_drops_a_candidate() -> None:
     """Queue a is closed; b's candidates interleave with a's: the walk skips a's, switches after the first
     skip, and the streams must start strictly after the skipped entry, in both passes."""

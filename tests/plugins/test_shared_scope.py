@@ -1,0 +1,63 @@
+"""The preempt plugins keep the promise of ``PreemptRule.shared_scope``: two rules of one plugin with equal
+shared scopes open every queue outside both rules' ``own_queues`` alike, in any state (queue trees, priorities,
+guarantees, usage, reclaimable). Victim searches share what they learn of those queues on that promise
+(engine.core.running.Standing.base, engine.core.searchwake.CandidateLog.maybe)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.core.preempt import PreemptRule
+from engine.core.state import FleetState
+from engine.model import Job, Queue, Task
+from engine.resources import CPU
+from plugins.priority_preemption import PriorityPreemption
+from plugins.reclaim import Reclaim
+
+NAMES = [f"q{i}" for i in range(7)]
+
+
+@st.composite
+def states(draw: st.DrawFn) -> FleetState:
+    state = FleetState()
+    for i, name in enumerate(NAMES):
+        parent = draw(st.sampled_from([""] + NAMES[:i]))          # a forest: parents come first
+        guarantee = {CPU: draw(st.integers(1, 4)) * 1000} if draw(st.booleans()) else {}
+        queue = Queue(name=name, parent=parent, priority=draw(st.sampled_from((0, 5, 10))), guarantee=guarantee,
+                      reclaimable=draw(st.booleans()))
+        state.upsert_queue(queue)
+        state.queues[name].allocated = {CPU: draw(st.integers(0, 6)) * 1000}
+    return state
+
+
+def _rules(state: FleetState, plugins: list[Any], queue: str, priority: int, cpu: int) -> list[PreemptRule]:
+    job = Job(id=f"ns/{queue}-{priority}-{cpu}", name="j", queue=queue, priority=priority,
+              tasks=[Task("t", 1, 1, {CPU: cpu})])
+    out = []
+    for plugin in plugins:
+        rule = plugin.atoll_preempt_rule(job=job, state=state, now=0.0)
+        if rule is not None:
+            out.append(rule)
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(states(), st.lists(st.tuples(st.sampled_from(NAMES), st.integers(0, 3), st.sampled_from((1000, 3000))),
+                          min_size=2, max_size=8), st.sampled_from(("none", "queuePriority", "queueThenJob")),
+       st.sampled_from(("any", "lower")))
+def test_rules_of_equal_shared_scopes_open_the_other_queues_alike(state: FleetState, jobs: list[tuple],
+                                                                  across: str, victims: str) -> None:
+    plugins = [PriorityPreemption({"acrossQueues": across}, None), Reclaim({"victimPriority": victims}, None)]
+    rules = [rule for spec in jobs for rule in _rules(state, plugins, *spec)]
+    shared = [rule for rule in rules if rule.shared_scope is not None]
+    assert shared or not rules
+    for one in shared:
+        for other in shared:
+            if (one.plugin, one.shared_scope) != (other.plugin, other.shared_scope):
+                continue
+            for name in [*NAMES, "gone"]:
+                if name not in one.own_queues and name not in other.own_queues:
+                    assert one.victim_queues(name) == other.victim_queues(name), (name, one.scope, other.scope)
