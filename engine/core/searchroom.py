@@ -42,7 +42,7 @@ from typing import Optional
 
 from engine.core import preempt
 from engine.core.preempt import PreemptRule, RunningIndex
-from engine.core.searchwake import CandidateLog, opens
+from engine.core.searchwake import CandidateLog, opens, plan
 from engine.core.state import FleetState
 from engine.resources import Resources, add_into
 
@@ -76,7 +76,7 @@ class Room:
     """What a parked search with candidates lacked (see the module doc)."""
 
     __slots__ = ("demand", "need", "rules", "removed", "log", "seen", "one_cluster", "state", "index", "awake",
-                 "looked")
+                 "looked", "plan")
 
     def __init__(self, need: Resources, rooms: list[tuple[PreemptRule, dict[str, Resources], int]],
                  state: FleetState, index: RunningIndex, log: CandidateLog, seen: int, one_cluster: bool) -> None:
@@ -85,6 +85,7 @@ class Room:
         self.demand = dict(need)
         self.need = [(name, amount) for name, amount in need.items() if amount > 0]
         self.rules = [_Seen(rule, freed, chosen) for rule, freed, chosen in rooms]
+        self.plan = plan([rule for rule, _, _ in rooms])      # which logged candidates may concern it
         self.removed = index.removed
         self.log = log
         self.seen = seen
@@ -145,7 +146,7 @@ class Room:
         if self.seen < log.base:
             return False
         entries, base = log.entries, log.base
-        positions = log.maybe([seen.rule for seen in self.rules], self.seen)
+        positions = log.maybe(self.plan, self.seen)
         self.seen = log.end
         jobs = state.jobs
         for position in positions:

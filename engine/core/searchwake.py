@@ -90,39 +90,49 @@ class CandidateLog:
         positions.append(self.base + len(self.entries))
         self.entries.append((queue, rank, preemptions, job_id))
 
-    def maybe(self, rules: Optional[list[PreemptRule]], since: int) -> Iterable[int]:
-        """The positions from ``since`` on (at least ``base``) whose entry one of ``rules`` may open, in order:
-        every position, unless every rule has a shared scope. Then, per rule, the positions whose entry opens
-        its shared scope, or whose queue was own to the rule that read the entry for that scope (both asked
-        once per scope, when first needed), and the positions of the rule's own queues. The caller asks
-        ``opens`` of each: a position left out opens none of ``rules``.
+    def maybe(self, plan: Optional["Plan"], since: int) -> Iterable[int]:
+        """The positions from ``since`` on (at least ``base``) whose entry one of the plan's rules may open, in
+        order: every position when ``plan`` is None (a rule without a shared scope, or no rules known).
+        Otherwise, per rule, the positions whose entry opens its shared scope, or whose queue was own to the
+        rule that read the entry for that scope (both asked once per scope, when first needed), and the
+        positions of the rule's own queues. The caller asks ``opens`` of each: a position left out opens none
+        of the rules.
 
         Asking once per scope is asking earlier than a watch would: a queue a scope did not open then but does
         now rose above its guarantee since (logged: ``Preemptions.usage_changed``) or was edited (the
         ``("queues",)`` read of the parked search); a queue it opened then but not now is asked again."""
-        end = self.end
-        if rules is None or since >= end or any(rule.shared_scope is None for rule in rules):
+        entries = self.entries
+        base = self.base
+        end = base + len(entries)
+        if since >= end:
+            return ()
+        if plan is None:
             return range(since, end)
-        found: set[int] = set()
-        for rule in rules:
-            key = (rule.plugin, rule.shared_scope, rule.max_preemptions)
-            known = self._hits.get(key)
+        found: Optional[set[int]] = None
+        known_hits, by_queue = self._hits, self._by_queue
+        for key, rule, own in plan:
+            known = known_hits.get(key)
             if known is None:
-                known = self._hits[key] = [self.base, []]
+                known = known_hits[key] = [base, []]
             upto, hits = known
             if upto < end:
-                own, base = rule.own_queues, self.base
-                for i in range(upto - base, len(self.entries)):
-                    queue, rank, preemptions, _ = self.entries[i]
+                for i in range(upto - base, len(entries)):
+                    queue, rank, preemptions, _ = entries[i]
                     if queue in own or opens(rule, queue, rank, preemptions):
                         hits.append(base + i)
                 known[0] = end
             if hits and hits[-1] >= since:
+                if found is None:
+                    found = set()
                 found.update(hits[bisect_left(hits, since):])
-            for queue in rule.own_queues:
-                positions = self._by_queue.get(queue)
+            for queue in own:
+                positions = by_queue.get(queue)
                 if positions and positions[-1] >= since:
+                    if found is None:
+                        found = set()
                     found.update(positions[bisect_left(positions, since):])
+        if found is None:
+            return ()
         return sorted(found) if len(found) > 1 else found
 
     @property
@@ -130,17 +140,29 @@ class CandidateLog:
         return self.base + len(self.entries)
 
 
+Plan = tuple[tuple[Hashable, PreemptRule, frozenset[str]], ...]
+"""Per rule: its shared scope's key in the log, the rule, its own queues (``CandidateLog.maybe``)."""
+
+
+def plan(rules: Optional[list[PreemptRule]]) -> Optional[Plan]:
+    """What ``CandidateLog.maybe`` needs of ``rules``: None when a rule has no shared scope (or none are known)."""
+    if rules is None or any(rule.shared_scope is None for rule in rules):
+        return None
+    return tuple(((rule.plugin, rule.shared_scope, rule.max_preemptions), rule, rule.own_queues) for rule in rules)
+
+
 class Watch:
     """What a hopeless search waits for: a candidate one of its rules (None: any rule) would look at, from
     log position ``seen`` on. Searches whose rules have equal scopes (``PreemptRule.scope``) share one."""
 
-    __slots__ = ("log", "rules", "seen", "awake")
+    __slots__ = ("log", "rules", "seen", "awake", "plan")
 
     def __init__(self, log: CandidateLog, rules: Optional[list[PreemptRule]], seen: int) -> None:
         self.log = log
         self.rules = rules
         self.seen = seen
         self.awake = False
+        self.plan = plan(rules)
 
     def holds(self) -> bool:
         """No job that one of its rules would look at became a candidate since it was parked and still is
@@ -153,7 +175,7 @@ class Watch:
             self.awake = True
             return False
         rules, still, entries, base = self.rules, log.still, log.entries, log.base
-        for position in log.maybe(rules, self.seen):
+        for position in log.maybe(self.plan, self.seen):
             queue, rank, preemptions, job_id = entries[position - base]
             if job_id is not None and not still(position, job_id):
                 continue

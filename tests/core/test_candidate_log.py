@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.core.preempt import ANY, PreemptRule
-from engine.core.searchwake import CandidateLog, opens
+from engine.core.searchwake import CandidateLog, opens, plan
 
 NAMES = [f"q{i}" for i in range(6)]
 BOUNDS = st.sampled_from([None, ANY, 0, 1, 2])
@@ -38,7 +38,7 @@ def test_maybe_leaves_out_no_entry_a_rule_opens(data: st.DataObject) -> None:
                     data.draw(st.integers(0, 3)), None if usage else f"j{len(log.entries)}")
         asking = data.draw(st.lists(rules(shared), min_size=1, max_size=3))
         since = data.draw(st.integers(0, log.end))
-        got = list(log.maybe(asking, since))
+        got = list(log.maybe(plan(asking), since))
         assert got == sorted(set(got)) and all(since <= p < log.end for p in got)
         for position in range(since, log.end):
             queue, rank, preemptions, _ = log.entries[position - log.base]
@@ -59,5 +59,5 @@ def test_maybe_reads_an_entry_once_per_shared_scope() -> None:
         log.add(f"q{i % 7}", 0, 0, f"j{i}")
     watches = [PreemptRule("r", "p", bound, scope=i, shared_scope="s", own_queues=frozenset((f"own{i}",)))
                for i in range(1000)]
-    assert all(not list(log.maybe([rule], 0)) for rule in watches)
+    assert all(not list(log.maybe(plan([rule]), 0)) for rule in watches)
     assert len(asked) == 50
