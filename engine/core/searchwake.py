@@ -90,9 +90,9 @@ class CandidateLog:
         positions.append(self.base + len(self.entries))
         self.entries.append((queue, rank, preemptions, job_id))
 
-    def maybe(self, plan: Optional["Plan"], since: int) -> Iterable[int]:
-        """The positions from ``since`` on (at least ``base``) whose entry one of the plan's rules may open, in
-        order: every position when ``plan`` is None (a rule without a shared scope, or no rules known).
+    def maybe(self, planned: Optional["Plan"], since: int) -> Iterable[int]:
+        """The positions from ``since`` on (at least ``base``) whose entry one of the planned rules may open, in
+        order: every position when ``planned`` is None (a rule without a shared scope, or no rules known).
         Otherwise, per rule, the positions whose entry opens its shared scope, or whose queue was own to the
         rule that read the entry for that scope (both asked once per scope, when first needed), and the
         positions of the rule's own queues. The caller asks ``opens`` of each: a position left out opens none
@@ -106,11 +106,11 @@ class CandidateLog:
         end = base + len(entries)
         if since >= end:
             return ()
-        if plan is None:
+        if planned is None:
             return range(since, end)
         found: Optional[set[int]] = None
         known_hits, by_queue = self._hits, self._by_queue
-        for key, rule, own in plan:
+        for key, rule, own in planned:
             known = known_hits.get(key)
             if known is None:
                 known = known_hits[key] = [base, []]
