@@ -25,6 +25,9 @@ class Claims:
     touched: list[str]
     touched_base: int
     _touched_at: int
+    grown: list[str]
+    grown_base: int
+    _grown_at: int
     _reserved: dict[str, Resources]
     _nodes: dict[str, Optional["NodeShapes"]]
     # preemptor job id -> (claimed capacity per cluster, capacity its victims still hold): see nominate
@@ -36,9 +39,9 @@ class Claims:
     if TYPE_CHECKING:                   # FleetState's own
         def _charge(self, queue: str, demand: Resources, sign: int) -> None: ...
 
-        def _usage_changed(self, cluster: str, shrunk: bool = False) -> None: ...
+        def _usage_changed(self, cluster: str, shrunk: bool = False, grew: bool = True) -> None: ...
 
-        def _touch(self, cluster: str) -> None: ...
+        def _touch(self, cluster: str, grew: bool = True) -> None: ...
 
         def free(self, cluster: str) -> Resources: ...
 
@@ -77,6 +80,7 @@ class Claims:
         saved = self.capacity_epoch
         self.capacity_epoch = -self._dry_runs
         self._touched_at = self.touched_base + len(self.touched)
+        self._grown_at = self.grown_base + len(self.grown)
         self._credit_excess(1)
         return saved
 
@@ -88,6 +92,9 @@ class Claims:
         at = self._touched_at - self.touched_base
         if at >= 0:
             del self.touched[at:]
+        at = self._grown_at - self.grown_base
+        if at >= 0:
+            del self.grown[at:]
 
     def excess(self, cluster: str) -> Resources:
         """What evictions under way free on ``cluster`` beyond their preemptors' claims (a dry run counts

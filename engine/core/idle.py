@@ -21,12 +21,21 @@ How the loops use it: engine.core.turns.
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Optional
+from typing import Any, Callable, Hashable, Optional
 
 from engine.core.backlog import Group
+from engine.core.searchroom import Room
+from engine.core.searchwake import CandidateLog, Plan
 from engine.core.state import FleetState
 from engine.core.wake import Reads
 
+
+_GROWN_MAX = 256
+"""Above this many clusters grown since a queue's victim searches last held, they are asked again."""
+
+_Searched = tuple[int, int, int, frozenset[str]]
+"""When a queue's victim searches last all held: log end, ``FleetState.grown_end``, candidates removed, and the
+clusters its rooms look at (``QueueReads.searches_hold``)."""
 
 _Split = tuple[tuple[tuple[Hashable, Hashable], ...], frozenset, bool]
 """A queue's plain reads for ``QueueReads.quiet``: its own line's pairs, the others interned, own reads line-only."""
@@ -35,9 +44,12 @@ _Split = tuple[tuple[tuple[Hashable, Hashable], ...], frozenset, bool]
 class QueueReads:
     """Per queue: read -> parked value -> how many of its parked groups saw it; and how many groups count."""
 
-    def __init__(self, state: FleetState, reads: Reads) -> None:
+    def __init__(self, state: FleetState, reads: Reads, log: Optional[CandidateLog] = None,
+                 removed: Callable[[], int] = lambda: 0) -> None:
         self.state = state
         self.reads = reads
+        self.log = log                  # the victim candidates logged (engine.core.searchwake)
+        self.removed = removed          # how many candidates ever left the index (RunningIndex.removed)
         # queue -> read -> value -> groups: the plain reads, and the victim searches' (``("victims", ...)``,
         # stateful: looked at after every plain read holds, so never where the walk would not have looked)
         self._plain: dict[str, dict[Hashable, dict[Hashable, int]]] = {}
@@ -55,6 +67,10 @@ class QueueReads:
         # queue whose own reads read the line only -> the (queue edits, line stamp) at which they last held: the
         # same stamp, the same values (dropped with ``_split``)
         self._own_held: dict[str, tuple[int, int]] = {}
+        # queue -> when its victim searches last all held (``_Searched``); and its searches' plans merged, and
+        # whether a room counts its candidates (``searches_hold``; both dropped with ``_split``)
+        self._searched: dict[str, _Searched] = {}
+        self._plans: dict[str, tuple[Optional[Plan], bool]] = {}
 
     def add(self, group: Group) -> None:
         """Count a parked group whose jobs all show its parked refusal (else leave it to the walk)."""
@@ -115,10 +131,14 @@ class QueueReads:
         self._interned.clear()
         self._held.clear()
         self._own_held.clear()
+        self._searched.clear()
+        self._plans.clear()
 
     def _drop_split(self, queue: str) -> None:
         self._split.pop(queue, None)
         self._own_held.pop(queue, None)
+        self._searched.pop(queue, None)
+        self._plans.pop(queue, None)
 
     def quiet(self, queue: str, groups: int) -> bool:
         """Whether all ``groups`` groups of ``queue`` are counted and their plain reads hold now. Their victim
@@ -171,8 +191,49 @@ class QueueReads:
         return tuple(own), self._interned.setdefault(key, key), all(_line_read(read) for read, _ in own)
 
     def searches_hold(self, queue: str) -> bool:
-        """Every counted group's victim search still holds (for a queue passed whole, now)."""
-        return self._same(self._searches[queue])
+        """Every counted group's victim search still holds (for a queue passed whole, now).
+
+        Once they all held, they hold again without being asked while (``_still``) no candidate was logged since
+        that one of them may look at (``CandidateLog.maybe`` of their plans merged) and, for a queue with rooms
+        (engine.core.searchroom), no change may have raised free capacity or excess on a cluster where their
+        candidates free something (``FleetState.grown``: a booking that only takes does not) and, if a room
+        counts its candidates, none left the index. A watch would then meet no new position to look at, and a
+        room would absorb none, count as many, and find each cluster it looks at as short as when it last
+        looked (free and excess the same or lower, amount by amount). Skipped asks change nothing later answers
+        depend on: a watch or room asked again later starts from where it last looked, and what lies between
+        was of no concern to it."""
+        searches = self._searches[queue]
+        if not searches:
+            return True
+        at = self._searched.get(queue)
+        if at is not None and self._still(queue, at):
+            return True
+        if not self._same(searches):
+            return False
+        log = self.log
+        if log is not None:
+            self._searched[queue] = (log.end, self.state.grown_end, self.removed(), _freeing(searches))
+        return True
+
+    def _still(self, queue: str, at: _Searched) -> bool:
+        """Nothing happened since ``at`` that one of the queue's victim searches could wake for (see
+        ``searches_hold``)."""
+        end, grown, removed, clusters = at
+        log = self.log
+        assert log is not None
+        plans = self._plans.get(queue)
+        if plans is None:
+            plans = self._plans[queue] = _merged(self._searches[queue])
+        planned, counts = plans
+        if clusters:
+            since = self.state.grown_since(grown, _GROWN_MAX)
+            if since is None or not clusters.isdisjoint(since):
+                return False
+        if counts and self.removed() != removed:
+            return False
+        if log.end == end:
+            return True
+        return end >= log.base and not log.maybe(planned, end)
 
     def holds(self, group: Group) -> bool:
         """A counted group's victim searches still hold (its plain reads do: its queue is quiet)."""
@@ -208,6 +269,29 @@ def _line_read(read: Any) -> bool:
 def _own(read: Any, queue: str) -> bool:
     """A read of the queue's own line (``("line", queue)``, ``("usage", queue)``, ...)."""
     return len(read) > 1 and read[1] == queue
+
+
+def _merged(searches: dict[Any, Any]) -> tuple[Optional[Plan], bool]:
+    """The plans of a queue's victim-search reads merged (None when one has none: it may look at every
+    candidate), and whether one is a room that counts its candidates (one not kept to one cluster)."""
+    merged: dict[Hashable, Any] = {}
+    counts = False
+    planned: Optional[Plan] = ()
+    for read in searches:
+        search = read[1]
+        counts = counts or (isinstance(search, Room) and not search.one_cluster)
+        if search.plan is None:
+            planned = None
+        elif planned is not None:
+            for entry in search.plan:
+                merged.setdefault((entry[0], entry[2]), entry)
+    return (None if planned is None else tuple(merged.values())), counts
+
+
+def _freeing(searches: dict[Any, Any]) -> frozenset[str]:
+    """The clusters where the candidates of a queue's rooms free something: the only ones they look at."""
+    return frozenset(cluster for read in searches if isinstance(read[1], Room)
+                     for seen in read[1].rules for cluster in seen.freed)
 
 
 def _searching(read: Any) -> bool:

@@ -218,6 +218,11 @@ class Preemptions:
     def log_end(self) -> int:
         return self._log.end
 
+    @property
+    def log(self) -> CandidateLog:
+        """Every job as it became a victim candidate (engine.core.searchwake)."""
+        return self._log
+
     def _standing(self, rule: PreemptRule) -> Optional[Standing]:
         """The Standing searches of ``rule``'s scope share while the state and the candidates stay as they are
         (``FleetState.changes`` and ``RunningIndex.version`` grow with any change of queues, usage or

@@ -71,7 +71,8 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns):
         # parked keys' reads (engine.core.wake); new victim candidates count as a change (engine.core.searchwake)
         self._reads = Reads(self.state, self._version)
         self._preempt = Preemptions(self.state, pipeline, None if exhaustive else self._reads)   # victims, nominations
-        self._quiet = QueueReads(self.state, self._reads)    # per queue, its parked groups' reads (engine.core.idle)
+        # per queue, its parked groups' reads (engine.core.idle)
+        self._quiet = QueueReads(self.state, self._reads, self._preempt.log, lambda: self._preempt.running.removed)
         self._backlog.changed = self._quiet.remove
 
     # -- policy ----------------------------------------------------------------------

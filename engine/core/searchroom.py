@@ -27,8 +27,8 @@ this is conservative) instead of waking the search. The search stays parked whil
   unknown candidates, so the search wakes).
 
 Between two looks, a room that found every cluster short checks again only the clusters whose free
-capacity or excess changed since (``FleetState.touched``): the others are short still. Absorbing a
-candidate (what its rules free grew) or a False answer makes it check them all next time.
+capacity or excess changed since (``FleetState.touched``) and those where it absorbed a candidate (what its
+rules free there grew): the others are short still. A False answer makes it check them all next time.
 
 A search that passed a guarantee floor, hit ``max_candidates``, met a ``min_runtime`` protection or
 the cycle's budget is never parked (``VictimSearch.volatile``, ``protected_until``), as before.
@@ -76,7 +76,7 @@ class Room:
     """What a parked search with candidates lacked (see the module doc)."""
 
     __slots__ = ("demand", "need", "rules", "removed", "log", "seen", "one_cluster", "state", "index", "awake",
-                 "looked", "plan")
+                 "looked", "again", "plan")
 
     def __init__(self, need: Resources, rooms: list[tuple[PreemptRule, dict[str, Resources], int]],
                  state: FleetState, index: RunningIndex, log: CandidateLog, seen: int, one_cluster: bool) -> None:
@@ -91,8 +91,10 @@ class Room:
         self.seen = seen
         self.one_cluster = one_cluster
         self.awake = False      # the log said what a room cannot absorb: awake for good
-        # FleetState.touched position when every cluster was last found short (None: look at all next time)
+        # FleetState.touched position when every cluster was last found short (None: look at all next time), and
+        # the clusters its rules' candidates free more on since (absorbed): the only others to look at again
         self.looked: Optional[int] = None
+        self.again: set[str] = set()
 
     def holds(self) -> bool:
         """The search would still find nothing and run no dry run (for a job needing ``demand``). Asking again
@@ -109,7 +111,7 @@ class Room:
         # every cluster was short when it last looked: only those whose free or excess changed since can
         # cover the need now (absorbing a candidate sets looked to None)
         since = state.touched_since(self.looked, _LOOK_AGAIN_MAX)
-        changed = set(since) if since is not None else None
+        changed = self.again.union(since) if since is not None else None
         clusters, free_of, excess_of, need = state.clusters, state.free, state.excess, self.need
         for seen in self.rules:
             shorts = seen.short
@@ -137,6 +139,7 @@ class Room:
                     return False
         # inside a dry run (FleetState.dry_run_begin) the state is supposed: what it saw is forgotten
         self.looked = end if state.capacity_epoch >= 0 else None
+        self.again.clear()
         return True
 
     def _absorb(self, state: FleetState, index: RunningIndex) -> bool:
@@ -160,7 +163,7 @@ class Room:
             if job is None or not index.candidate(job_id):
                 continue            # no candidate now: a fresh search would not meet it
             placed = index.placed(job)
-            self.looked = None              # what its rules free grew: look at every cluster again
+            self.again.update(placed)       # what its rules free grew there: look at those clusters again
             for seen in targets:
                 seen.chosen += 1
                 for cluster, amount in placed.items():

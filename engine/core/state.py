@@ -44,6 +44,12 @@ class FleetState(NodeView, Claims):
         self.touched: list[str] = []
         self.touched_base = 0
         self._touched_at = 0        # where the dry run under way began in it
+        # the touches that may have *raised* the cluster's free capacity or excess (all but bookings that only
+        # take), from ``grown_base`` on: a room short on a cluster not among them is short there still
+        # (engine.core.idle)
+        self.grown: list[str] = []
+        self.grown_base = 0
+        self._grown_at = 0          # where the dry run under way began in it
         self.now = 0.0
         # cluster -> job id -> (reserved resources, started_at or None)
         self._inflight: dict[str, dict[str, tuple[Resources, Optional[float]]]] = {}
@@ -210,21 +216,31 @@ class FleetState(NodeView, Claims):
         """The clusters touched from absolute position ``at`` on (repeats included), or None when ``at`` is None,
         the log no longer reaches back to it, or more than ``most`` entries came since: the reader then looks at
         every cluster again."""
-        if at is None:
-            return None
-        base = self.touched_base
-        end = base + len(self.touched)
-        if not base <= at <= end or end - at > most:
-            return None
-        return self.touched[at - base:]
+        return _since(self.touched, self.touched_base, at, most)
 
-    def _touch(self, cluster: str) -> None:
-        """``free(cluster)`` or ``excess(cluster)`` may have changed (see ``touched``)."""
+    @property
+    def grown_end(self) -> int:
+        """Like ``touched_end``, for ``grown``."""
+        return self.grown_base + len(self.grown)
+
+    def grown_since(self, at: Optional[int], most: int) -> Optional[list[str]]:
+        """Like ``touched_since``, for ``grown``."""
+        return _since(self.grown, self.grown_base, at, most)
+
+    def _touch(self, cluster: str, grew: bool = True) -> None:
+        """``free(cluster)`` or ``excess(cluster)`` may have changed (see ``touched``); ``grew``: unless only
+        lowered (every amount of both the same or less), see ``grown``."""
         touched = self.touched
         if len(touched) >= _TOUCHED_MAX:
             self.touched_base += len(touched)
             self.touched = touched = []
         touched.append(cluster)
+        if grew:
+            grown = self.grown
+            if len(grown) >= _TOUCHED_MAX:
+                self.grown_base += len(grown)
+                self.grown = grown = []
+            grown.append(cluster)
 
     def _invalidate(self, cluster: str) -> None:
         """The cluster itself changed (status, readiness, labels, removal): drop every derived view."""
@@ -239,11 +255,12 @@ class FleetState(NodeView, Claims):
         self._max_free = None
         self._ready = None
 
-    def _usage_changed(self, cluster: str, shrunk: bool = False) -> None:
+    def _usage_changed(self, cluster: str, shrunk: bool = False, grew: bool = True) -> None:
         """Only the engine's own bookings on a cluster changed: update derived views incrementally.
-        ``shrunk``: only taken, totals and node view alike (``FitIndex.changed``)."""
+        ``shrunk``: only taken, totals and node view alike (``FitIndex.changed``); ``grew``: unless only taken
+        from the totals (``free``), whatever the node view (``grown``)."""
         self.changes += 1
-        self._touch(cluster)
+        self._touch(cluster, grew)
         old = self._free.pop(cluster, None)
         self._fit_memo.pop(cluster, None)
         self._fits.changed(cluster, shrunk)
@@ -332,8 +349,10 @@ class FleetState(NodeView, Claims):
                 self._inflight[cluster][job.id] = (reserved, None)
                 add_into(self._reserved.setdefault(cluster, {}), reserved)
                 view = self._nodes.get(cluster)
-                # a first booking on a cached view (or a cluster without one) only takes capacity
-                self._usage_changed(cluster, previous is None and (view is not None or cluster not in self._shaped))
+                # a first booking on a cached view (or a cluster without one) only takes capacity; a first booking
+                # only takes from the totals in any case
+                self._usage_changed(cluster, previous is None and (view is not None or cluster not in self._shaped),
+                                    grew=previous is not None)
                 if previous is not None or view is None:
                     self._nodes.pop(cluster, None)
                 else:   # book just this job's pods on the cached view, not every in-flight job again
@@ -372,3 +391,14 @@ class FleetState(NodeView, Claims):
             if flights and job.id in flights:
                 reserved, _ = flights[job.id]
                 flights[job.id] = (reserved, at)
+
+
+def _since(log: list[str], base: int, at: Optional[int], most: int) -> Optional[list[str]]:
+    """The entries of ``log`` (its first at absolute position ``base``) from ``at`` on, or None (see
+    ``FleetState.touched_since``)."""
+    if at is None:
+        return None
+    end = base + len(log)
+    if not base <= at <= end or end - at > most:
+        return None
+    return log[at - base:]

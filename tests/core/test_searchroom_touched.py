@@ -143,3 +143,47 @@ def test_excess_of_a_nomination_wakes_a_room() -> None:
     state.nominate("ns/p", {"b": {CPU: 1000}}, [victim])     # claims on b; a's 5 cpu are excess
     assert state.free("a") == free and state.excess("a") == {CPU: 5000, MEMORY: GI}
     assert not _same(state, incremental, full)
+
+
+def test_a_candidate_taken_in_is_looked_at_where_it_frees_without_any_cluster_touched() -> None:
+    """A room absorbing a new candidate looks again at the clusters where that candidate frees something, even
+    when none of them was touched since it last looked (here the candidate is indexed without any booking)."""
+    state = _fleet()
+    for name in NAMES:
+        state.upsert_cluster(Cluster(name, allocatable={CPU: 8000, MEMORY: 64 * GI}, allocated={CPU: 8000}))
+    index = RunningIndex()
+    log = CandidateLog(index.candidate, lambda: index.version)
+    index.log = log
+    rule = PreemptRule("priority", "priority-preemption", lambda queue: ANY)
+    room = Room({CPU: 6000, MEMORY: GI}, [(rule, {"a": {CPU: 1000}}, 1)], state, index, log, log.end, True)
+    assert room.holds()
+    touched = state.touched_end
+    candidate = _job(1, "a", 5000)
+    candidate.admitted_at = 1.0
+    state.jobs[candidate.id] = candidate
+    index.add(candidate, 0, fresh=False)       # logged: a candidate now, freeing 5 cpu on a (1 + 5 covers 6)
+    assert state.touched_end == touched
+    assert not room.holds()
+
+
+def test_only_a_first_booking_leaves_grown_as_it_is() -> None:
+    """``FleetState.grown``: every touch that may raise free capacity or excess. A first booking only takes; a
+    booking made again (it may be smaller), a release and a status report may give back, and so does a dry run
+    until it ends (then the log is as before it)."""
+    state = _fleet()
+    job = _job(1, "a", 5000)
+    grown = state.grown_end
+    state.hold(job)
+    assert state.grown_end == grown and state.touched[-1] == "a"
+    job.tasks = [Task("t", 1, 1, {CPU: 1000, MEMORY: GI})]
+    state.hold(job)                                  # booked again, smaller
+    assert state.grown_since(grown, 8) == ["a"]
+    saved = state.dry_run_begin()
+    state.suppose_gone(job, {"a": job.placed_demand("a")})
+    assert len(state.grown) > 1
+    state.suppose_gone(job, {"a": job.placed_demand("a")}, -1)
+    state.dry_run_end(saved)
+    assert state.grown_since(grown, 8) == ["a"]
+    state.release(job)
+    state.upsert_cluster(Cluster("b", allocatable={CPU: 8000, MEMORY: 64 * GI}))
+    assert state.grown_since(grown, 8) == ["a", "a", "b"]
