@@ -207,6 +207,7 @@ class Pipeline:
         self._readers = [p.verdict_reads for p in judges.values()
                          if any(p in self.stages.get(stage, []) for stage in ("admit", "place"))]
         self._preempt_readers = [p.verdict_reads for p in self.stages.get("preempt", [])]
+        self._place_readers = [p.verdict_reads for p in self.stages.get("place", [])]
         # every judge overrides Plugin.verdict_key: jobs can be grouped (else the engine stays exhaustive)
         self.declares_verdict_keys = all(type(p).verdict_key is not Plugin.verdict_key for p in judges.values())
 
@@ -224,6 +225,11 @@ class Pipeline:
         """The joined ``Plugin.verdict_reads`` of every admit/place plugin, or None when one of them
         declares nothing for this job in this state (its key is then never parked)."""
         return _joined_reads(self._readers, job, state)
+
+    def place_reads(self, job: Any, state: Any) -> Optional[tuple[Any, ...]]:
+        """The joined ``Plugin.verdict_reads`` of the place stage's plugins alone (what their filters, scores,
+        placement and refusal texts read), or None when one declares nothing for this job."""
+        return _joined_reads(self._place_readers, job, state)
 
     def preempt_reads(self, job: Any, state: Any) -> Optional[tuple[Any, ...]]:
         """The joined ``Plugin.verdict_reads`` of every preempt plugin (what its rule and protections read

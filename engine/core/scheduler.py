@@ -35,12 +35,15 @@ from engine.core.pending import PendingBooks
 from engine.core.turns import QueueTurns
 from engine.core.backlog import Backlog, ListSource, Source, WalkSource
 from engine.core.state import FleetState
-from engine.core.wake import Reads
+from engine.core.wake import Reads, Signature, placing_reads
 from engine.model import Admission, Cluster, CycleResult, Job, JobState, Placement, Queue, Refusal
 from engine.pipeline import Pipeline, join_keys
 from engine.resources import fits, format_resources
 
 _IndexEntry = tuple[tuple, int, str]
+
+_NOWHERE_MAX = 4096
+"""``Engine._nowhere`` keeps at most this many refusals (then starts again)."""
 
 
 class Engine(JobLifecycle, PendingBooks, QueueTurns):
@@ -53,9 +56,9 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns):
         self._keyed = not exhaustive and pipeline.declares_verdict_keys
         self._backlog = Backlog()                      # pending jobs by queue and verdict key (when keyed)
         self._memo: dict[Hashable, tuple[int, Refusal]] = {}    # group key -> (admissions, refusal) this cycle
-        # (place key, shape, excluded clusters) -> the refusal of a job that fits nowhere, in the state ``_nowhere_at``
-        self._nowhere_seen: dict[Hashable, Refusal] = {}
-        self._nowhere_at: Hashable = None
+        # (place key, shape, excluded clusters) -> the refusal of a job that fits nowhere, with the state it was
+        # judged in and the signature of what judging it read (None: valid in that state only): see _nowhere
+        self._nowhere_seen: dict[Hashable, tuple[Hashable, Optional[Signature], Refusal]] = {}
         self._result = CycleResult()
         self._pending: dict[str, SortedList] = {}      # queue name -> pending jobs in order
         self._dirty: set[str] = set()                  # job ids to examine next cycle
@@ -289,24 +292,34 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns):
     def _nowhere(self, job: Job, candidates: list[Cluster]) -> Placement | Refusal:
         """``_decide`` over every candidate for a job whose gang minimum fits on none of them: its refusal, whose
         text names what each filter and place plugin saw, is kept for the jobs with the same place key, the same
-        shape and the same excluded clusters in the same state (``_stamp`` and ``FleetState.changes``, which every
-        dry run moves too). After a saturated start ~13,000 jobs of one state were judged over all 100 clusters
-        each, the most costly part of the cycle (the admit check passes them: the most free per resource is
-        summed over different clusters)."""
+        shape and the same excluded clusters. After a saturated start ~13,000 jobs of one state were judged over
+        all 100 clusters each, the most costly part of the cycle (the admit check passes them: the most free per
+        resource is summed over different clusters). It holds in the state it was judged in (``_stamp`` and
+        ``FleetState.changes``, which every dry run moves too) and, across states, while what the place stage
+        and the engine's placement read for the job (``Pipeline.place_reads``, ``placing_reads``) is unchanged:
+        the plugins' contract (``Plugin.verdict_reads``) then says the verdict and its text are too, as for a
+        parked key (engine.core.wake). Not across states when a place plugin declares nothing, for a nominated
+        job, or with node shapes (node views are not among the reads: ``parkable``)."""
         key = self.pipeline.place_key(job)
         if key is None:
             return self._decide(job, candidates)
         key = (key, job.shape, frozenset(job.excluded_clusters) if job.excluded_clusters else None)
-        at = (self._stamp, self.state.changes)
-        if self._nowhere_at != at:
-            self._nowhere_at = at
-            self._nowhere_seen.clear()
+        state = self.state
+        at = (self._stamp, state.changes)
         known = self._nowhere_seen.get(key)
         if known is not None:
-            return known
+            judged, signature, refusal = known
+            if judged == at or (signature is not None and job.nominated is None and self._reads.holds(signature)):
+                return refusal
         decided = self._decide(job, candidates)
         if isinstance(decided, Refusal):
-            self._nowhere_seen[key] = decided
+            reads = self.pipeline.place_reads(job, state)
+            signature = None
+            if reads is not None and job.nominated is None and not state.any_node_shapes:
+                signature = self._reads.signature(placing_reads(job) + reads)
+            if len(self._nowhere_seen) >= _NOWHERE_MAX:
+                self._nowhere_seen.clear()
+            self._nowhere_seen[key] = (at, signature, decided)
         return decided
 
     def _decide(self, job: Job, candidates: list[Cluster]) -> Placement | Refusal:

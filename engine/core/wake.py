@@ -145,11 +145,16 @@ def _items(mapping: Optional[dict[str, Any]]) -> tuple[tuple[str, Any], ...]:
 
 
 def engine_reads(job: Job) -> tuple[Hashable, ...]:
-    """What the engine itself reads for every job: its queue line, the ready clusters, and (default
-    placement, when no place plugin decides) where the whole job and its minimum fit."""
+    """What the engine itself reads for every job: its queue line, and what it reads to place it
+    (``placing_reads``)."""
+    return (("line", job.queue), ("usage", job.queue)) + placing_reads(job)
+
+
+def placing_reads(job: Job) -> tuple[Hashable, ...]:
+    """What the engine reads to place a job: the ready clusters, and (default placement, when no place plugin
+    decides) where the whole job and its minimum fit."""
     demand, minimum = tuple(job.demand.items()), tuple(job.min_demand.items())
-    return (("line", job.queue), ("usage", job.queue), ("ready",), ("max", demand), ("each", demand),
-            ("each", minimum))
+    return (("ready",), ("max", demand), ("each", demand), ("each", minimum))
 
 
 def parkable(job: Job, refusal: Refusal, state: FleetState) -> bool:

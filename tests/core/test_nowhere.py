@@ -62,3 +62,35 @@ def test_jobs_that_fit_nowhere_share_one_judgement_per_key(monkeypatch: pytest.M
     assert sorted(judged) == [2, 2, 3, 3]
     assert reasons["ns/j0"] != reasons["ns/j2"]                  # "none of the 2 ..." against "none of the 3 ..."
     assert len(set(reasons.values())) == 2
+
+
+def test_a_judgement_outlives_its_state_only_while_what_it_read_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refusal kept by place key serves a later state while the place stage's and the engine's placement reads
+    are unchanged (an admission elsewhere: no new judgement), and not once they change (cluster c no longer
+    ready: the text counts 2 candidates, as the exhaustive engine's does)."""
+    pair = Pair(DEFAULT)
+    _split_fleet(pair)
+    judged: list[str] = []
+    decide = Engine._decide
+
+    def counting(self: Engine, job: Job, candidates: list[Cluster]) -> Any:
+        if self is pair.pruned:
+            judged.append(job.id)
+        return decide(self, job, candidates)
+
+    monkeypatch.setattr(Engine, "_decide", counting)
+    steps = [_job(0, "q0", 5), _small(), _job(1, "q0", 5), "c unready", _job(2, "q0", 5)]
+    for step in steps:
+        if step == "c unready":
+            pair.both("upsert_cluster", lambda: (Cluster("c", allocatable={CPU: 2000, MEMORY: 64 * GI}, ready=False),))
+        else:
+            pair.both("submit", lambda step=step: (_copied(step),))
+        pair.cycle()                     # equal admissions and refusal texts, job by job
+    jobs = pair.pruned.state.jobs
+    assert jobs["ns/small"].placement and "ns/j1" not in judged
+    assert judged.count("ns/j0") == 1 and "ns/j2" in judged
+    assert jobs["ns/j1"].pending_reason == jobs["ns/j0"].pending_reason != jobs["ns/j2"].pending_reason
+
+
+def _small() -> Job:
+    return Job("ns/small", "small", "ns", queue="q1", submit_time=0.5, tasks=[Task("t", 1, 1, {CPU: 1000, MEMORY: GI})])
