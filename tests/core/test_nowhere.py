@@ -9,7 +9,7 @@ import pytest
 
 from engine.core.scheduler import Engine
 from engine.model import Cluster, Job, Queue, Task
-from engine.resources import CPU, MEMORY
+from engine.resources import CPU, GPU, MEMORY
 from tests.core.test_pruned_exact import Pair, _copy
 from tests.core.test_wake import DEFAULT, GI
 
@@ -94,3 +94,37 @@ def test_a_judgement_outlives_its_state_only_while_what_it_read_holds(monkeypatc
 
 def _small() -> Job:
     return Job("ns/small", "small", "ns", queue="q1", submit_time=0.5, tasks=[Task("t", 1, 1, {CPU: 1000, MEMORY: GI})])
+
+
+def test_a_judgement_is_judged_again_when_a_place_plugin_s_read_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpu-capacity's own reads (where the job's GPUs fit) are among what a kept judgement holds on: cluster c's
+    GPUs taken by another job change its filter's text, and nothing the engine reads for placing changes."""
+    pair = Pair(DEFAULT)
+    for name, cpu, memory, gpus in (("a", 16_000, 2 * GI, 4), ("b", 2000, 64 * GI, 0), ("c", 2000, 64 * GI, 4)):
+        pair.both("upsert_cluster", lambda name=name, cpu=cpu, memory=memory, gpus=gpus: (
+            Cluster(name, allocatable={CPU: cpu, MEMORY: memory, GPU: gpus}),))
+    for n in range(2):
+        pair.both("upsert_queue", lambda n=n: (Queue(f"q{n}"),))
+
+    def gpu_job(name: str, queue: str, cpu: int, memory: int, gpus: int, replicas: int, on: str = "") -> Job:
+        job = Job(f"ns/{name}", name, "ns", queue=queue, submit_time=float(len(name)),
+                  tasks=[Task("t", replicas, replicas, {CPU: cpu, MEMORY: memory, GPU: gpus})])
+        job.excluded_clusters = {"a", "b", "c"} - {on} if on else set()
+        return job
+
+    judged: list[str] = []
+    decide = Engine._decide
+
+    def counting(self: Engine, job: Job, candidates: list[Cluster]) -> Any:
+        if self is pair.pruned:
+            judged.append(job.id)
+        return decide(self, job, candidates)
+
+    monkeypatch.setattr(Engine, "_decide", counting)
+    for step in (gpu_job("g0", "q0", 4000, 8 * GI, 1, 2), gpu_job("taker", "q1", 100, GI, 4, 1, on="c"),
+                 gpu_job("g1", "q0", 4000, 8 * GI, 1, 2)):
+        pair.both("submit", lambda step=step: (_copied(step),))
+        pair.cycle()
+    jobs = pair.pruned.state.jobs
+    assert jobs["ns/taker"].placement == {"c": {"t": 1}}
+    assert "ns/g1" in judged and jobs["ns/g0"].pending_reason != jobs["ns/g1"].pending_reason
