@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from tests.core._churn import churn_engine
+from tests.core._churn import churn_engine, finish_one_by_one
 
 JOBS, QUEUES, CLUSTERS, FINISHES = 3000, 60, 6, 20
 
@@ -21,23 +21,8 @@ def churn(exhaustive: bool) -> list[tuple[Any, ...]]:
     """Per cycle: admissions with placements, preemptions with victims, refusal reasons, examinations."""
     rng = random.Random(7)
     engine = churn_engine("default", JOBS, QUEUES, CLUSTERS, rng, exhaustive)
-    first = engine.cycle(1.0)
-    running = [a.job_id for a in first.admitted]
-    evicting = [v for p in first.preemptions for v in p.victims]
-    seen = []
-    for k in range(FINISHES):
-        now = 2.0 + k
-        for victim in evicting:
-            engine.evicted(victim, now, ended_at=now)
-        gone = set(evicting)
-        running = [j for j in running if j not in gone]
-        engine.finished(running.pop(rng.randrange(len(running))), True, ended_at=now)
-        r = engine.cycle(now)
-        seen.append(([(a.job_id, a.placement) for a in r.admitted], [(p.preemptor, p.victims) for p in r.preemptions],
-                     sorted(r.reasons.items()), r.examined))
-        evicting = [v for p in r.preemptions for v in p.victims]
-        running.extend(a.job_id for a in r.admitted)
-    return seen
+    return [([(a.job_id, a.placement) for a in r.admitted], [(p.preemptor, p.victims) for p in r.preemptions],
+             sorted(r.reasons.items()), r.examined) for r in finish_one_by_one(engine, rng, FINISHES)]
 
 
 def test_evictions_starting_or_ending_wake_no_parked_search() -> None:

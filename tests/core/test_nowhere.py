@@ -70,15 +70,7 @@ def test_a_judgement_outlives_its_state_only_while_what_it_read_holds(monkeypatc
     ready: the text counts 2 candidates, as the exhaustive engine's does)."""
     pair = Pair(DEFAULT)
     _split_fleet(pair)
-    judged: list[str] = []
-    decide = Engine._decide
-
-    def counting(self: Engine, job: Job, candidates: list[Cluster]) -> Any:
-        if self is pair.pruned:
-            judged.append(job.id)
-        return decide(self, job, candidates)
-
-    monkeypatch.setattr(Engine, "_decide", counting)
+    judged = _judged(monkeypatch, pair)
     steps = [_job(0, "q0", 5), _small(), _job(1, "q0", 5), "c unready", _job(2, "q0", 5)]
     for step in steps:
         if step == "c unready":
@@ -112,6 +104,18 @@ def test_a_judgement_is_judged_again_when_a_place_plugin_s_read_changes(monkeypa
         job.excluded_clusters = {"a", "b", "c"} - {on} if on else set()
         return job
 
+    judged = _judged(monkeypatch, pair)
+    for step in (gpu_job("g0", "q0", 4000, 8 * GI, 1, 2), gpu_job("taker", "q1", 100, GI, 4, 1, on="c"),
+                 gpu_job("g1", "q0", 4000, 8 * GI, 1, 2)):
+        pair.both("submit", lambda step=step: (_copied(step),))
+        pair.cycle()
+    jobs = pair.pruned.state.jobs
+    assert jobs["ns/taker"].placement == {"c": {"t": 1}}
+    assert "ns/g1" in judged and jobs["ns/g0"].pending_reason != jobs["ns/g1"].pending_reason
+
+
+def _judged(monkeypatch: pytest.MonkeyPatch, pair: Pair) -> list[str]:
+    """The ids of the jobs the pruned engine judges over their candidates (``Engine._decide``), as they come."""
     judged: list[str] = []
     decide = Engine._decide
 
@@ -121,10 +125,4 @@ def test_a_judgement_is_judged_again_when_a_place_plugin_s_read_changes(monkeypa
         return decide(self, job, candidates)
 
     monkeypatch.setattr(Engine, "_decide", counting)
-    for step in (gpu_job("g0", "q0", 4000, 8 * GI, 1, 2), gpu_job("taker", "q1", 100, GI, 4, 1, on="c"),
-                 gpu_job("g1", "q0", 4000, 8 * GI, 1, 2)):
-        pair.both("submit", lambda step=step: (_copied(step),))
-        pair.cycle()
-    jobs = pair.pruned.state.jobs
-    assert jobs["ns/taker"].placement == {"c": {"t": 1}}
-    assert "ns/g1" in judged and jobs["ns/g0"].pending_reason != jobs["ns/g1"].pending_reason
+    return judged

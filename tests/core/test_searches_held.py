@@ -26,7 +26,7 @@ from engine.core.wake import Reads
 from engine.model import Cluster, Job, Queue, Task
 from engine.policy import load_policy
 from engine.resources import CPU, MEMORY
-from tests.core._churn import churn_engine
+from tests.core._churn import churn_engine, finish_one_by_one
 from tests.core.test_pruned_exact import policy_variant
 from tests.core.test_searchwake import DEFAULT, _never_misses
 
@@ -82,20 +82,9 @@ def test_searches_taken_to_hold_hold_under_churn() -> None:
     ``atoll bench --churn``): the shortcut answers often, for queues with rooms too, and never wrongly."""
     rng = random.Random(3)
     engine = churn_engine("default", 3000, 40, 8, rng)
-    first = engine.cycle(1.0)
-    running = [a.job_id for a in first.admitted]
-    evicting = [v for p in first.preemptions for v in p.victims]
     with checked() as counts:
-        for k in range(30):
-            now = 2.0 + k
-            for victim in evicting:
-                engine.evicted(victim, now, ended_at=now)
-            gone = set(evicting)
-            running = [j for j in running if j not in gone]
-            engine.finished(running.pop(rng.randrange(len(running))), True, ended_at=now)
-            result = engine.cycle(now)
-            evicting = [v for p in result.preemptions for v in p.victims]
-            running.extend(a.job_id for a in result.admitted)
+        for _ in finish_one_by_one(engine, rng, 30):
+            pass
     assert counts["held"] > 100 and counts["rooms"] > 10, counts
 
 
