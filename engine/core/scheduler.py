@@ -84,6 +84,7 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns):
         self.pipeline = pipeline
         self._keyed = not self.exhaustive and pipeline.declares_verdict_keys
         self._quiet.clear()
+        self._nowhere_seen.clear()           # judged by the old policy's place stage
         self._backlog.clear()
         self._pending.clear()
         self._queue_keys.clear()
@@ -309,7 +310,8 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns):
         known = self._nowhere_seen.get(key)
         if known is not None:
             judged, signature, refusal = known
-            if judged == at or (signature is not None and job.nominated is None and self._reads.holds(signature)):
+            if judged == at or (signature is not None and job.nominated is None and not state.any_node_shapes
+                                and self._reads.holds(signature)):
                 return refusal
         decided = self._decide(job, candidates)
         if isinstance(decided, Refusal):

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from engine.core.nodefit import shapes_of
 from engine.core.scheduler import Engine
 from engine.model import Cluster, Job, Queue, Task
 from engine.resources import CPU, GPU, MEMORY
@@ -126,3 +127,26 @@ def _judged(monkeypatch: pytest.MonkeyPatch, pair: Pair) -> list[str]:
 
     monkeypatch.setattr(Engine, "_decide", counting)
     return judged
+
+
+def test_a_judgement_does_not_outlive_its_state_once_node_shapes_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Node views are not among the reads: once a cluster reports node shapes (the engine's reads unchanged), a
+    judgement kept from before is not served to a later state; nor anything after a policy switch."""
+    pair = Pair(DEFAULT)
+    _split_fleet(pair)
+    judged = _judged(monkeypatch, pair)
+    pair.both("submit", lambda: (_copied(_job(0, "q0", 5)),))
+    pair.cycle()
+    engine = pair.pruned
+    assert judged == ["ns/j0"] and engine._nowhere_seen
+    later = _job(1, "q0", 6)                  # another group (priority), the same place key
+    engine.state.upsert_cluster(Cluster("c", allocatable={CPU: 2000, MEMORY: 64 * GI}))    # a later state
+    engine._nowhere(later, engine.state.ready_clusters())
+    assert judged == ["ns/j0"]                # served: nothing it read changed
+    shapes = shapes_of([{CPU: 2000, MEMORY: 64 * GI}], [1])
+    engine.state.upsert_cluster(Cluster("c", allocatable={CPU: 2000, MEMORY: 64 * GI}, node_shapes=shapes))
+    assert engine.state.any_node_shapes
+    engine._nowhere(later, engine.state.ready_clusters())
+    assert judged == ["ns/j0", "ns/j1"]
+    engine.set_pipeline(engine.pipeline)
+    assert not engine._nowhere_seen
