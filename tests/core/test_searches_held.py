@@ -96,24 +96,31 @@ def _job(name: str, queue: str, priority: int, cpu: int, on: str | None = None) 
     return job
 
 
+def _j8_refused(exhaustive: bool, running: list[Job], policy: Any = DEFAULT) -> Engine:
+    """Clusters a and c (4 cpu each), queues q, o and p, ``running`` all admitted; then j8 (q, priority 5, 4 cpu)
+    refused without a preemption."""
+    engine = Engine(load_policy(policy).pipeline, exhaustive=exhaustive)
+    for name in ("a", "c"):
+        engine.upsert_cluster(Cluster(name, allocatable={CPU: 4000, MEMORY: 64 * GI}))
+    for queue in ("q", "o", "p"):
+        engine.upsert_queue(Queue(queue))
+    for job in running:
+        engine.submit(job)
+    assert len(engine.cycle(1.0).admitted) == len(running)
+    engine.submit(_job("j8", "q", 5, 4000))
+    assert not engine.cycle(2.0).preemptions
+    return engine
+
+
 def _parked_on_its_room(exhaustive: bool, policy: Any = DEFAULT) -> Engine:
     """Cluster a (4 cpu): three 1-cpu priority-1 jobs of q and p's h (1 cpu, priority 9); cluster c: o's 1-, 1- and
     2-cpu priority-9 jobs. j8 (priority 5, 4 cpu) meets three candidates, all on a: no room, no dry run,
     parked on its room. Then o's 1-cpu jobs finish on c, where j8's room has no candidate, one per cycle: its
     searches are asked, hold, and are then taken to hold."""
-    engine = Engine(load_policy(policy).pipeline, exhaustive=exhaustive)
-    for name in ("a", "c"):
-        engine.upsert_cluster(Cluster(name, allocatable={CPU: 4000, MEMORY: 64 * GI}))
-    engine.upsert_queue(Queue("q"))
-    engine.upsert_queue(Queue("o"))
-    engine.upsert_queue(Queue("p"))
-    for job in (_job("j0", "q", 1, 1000, "a"), _job("j1", "q", 1, 1000, "a"), _job("j2", "q", 1, 1000, "a"),
-                _job("h", "p", 9, 1000, "a"), _job("o1", "o", 9, 1000, "c"), _job("o2", "o", 9, 1000, "c"),
-                _job("o3", "o", 9, 2000, "c")):
-        engine.submit(job)
-    assert len(engine.cycle(1.0).admitted) == 7
-    engine.submit(_job("j8", "q", 5, 4000))
-    assert not engine.cycle(2.0).preemptions
+    engine = _j8_refused(exhaustive, [_job("j0", "q", 1, 1000, "a"), _job("j1", "q", 1, 1000, "a"),
+                                      _job("j2", "q", 1, 1000, "a"), _job("h", "p", 9, 1000, "a"),
+                                      _job("o1", "o", 9, 1000, "c"), _job("o2", "o", 9, 1000, "c"),
+                                      _job("o3", "o", 9, 2000, "c")], policy)
     if not exhaustive:
         parked = engine._preempt.parked(engine.state.jobs["ns/j8"])
         assert parked is not None and parked.room is not None
@@ -160,17 +167,8 @@ def test_a_new_candidate_wakes_a_hopeless_search() -> None:
     outcomes = []
     for exhaustive in (False, True):
         with checked() as counts:
-            engine = Engine(load_policy(DEFAULT).pipeline, exhaustive=exhaustive)
-            for name in ("a", "c"):
-                engine.upsert_cluster(Cluster(name, allocatable={CPU: 4000, MEMORY: 64 * GI}))
-            for queue in ("q", "o", "p"):
-                engine.upsert_queue(Queue(queue))
-            for job in ([_job(f"h{i}", "p", 9, 1000, "a") for i in range(4)] +
-                        [_job(f"o{i}", "o", 9, 1000, "c") for i in range(4)]):
-                engine.submit(job)
-            assert len(engine.cycle(1.0).admitted) == 8
-            engine.submit(_job("j8", "q", 5, 4000))
-            assert not engine.cycle(2.0).preemptions
+            engine = _j8_refused(exhaustive, [_job(f"h{i}", "p", 9, 1000, "a") for i in range(4)] +
+                                 [_job(f"o{i}", "o", 9, 1000, "c") for i in range(4)])
             if not exhaustive:
                 parked = engine._preempt.parked(engine.state.jobs["ns/j8"])
                 assert parked is not None and parked.room is None
