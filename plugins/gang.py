@@ -72,7 +72,10 @@ class Gang(Plugin):
         if self.allow_split:
             return None                   # a split gang reads the fleet's free capacity cluster by cluster
         minimum = tuple(job.min_demand.items())
-        return (("max", minimum), ("each", minimum))
+        if minimum:
+            return (("max", minimum), ("each", minimum))
+        # minAvailable 0 everywhere: placed where one replica of some task fits (``place_in_one``)
+        return tuple(("each", tuple(task.resources.items())) for task in job.tasks if task.replicas)
 
     # -- admit ------------------------------------------------------------------------------
     @hookimpl

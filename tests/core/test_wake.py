@@ -14,7 +14,7 @@ from engine.model import Cluster, Job, JobState, Queue, Task
 from engine.plugin import Plugin
 from engine.policy import load_policy
 from engine.resources import CPU, MEMORY
-from tests.core.test_pruned_exact import Pair, _copy
+from tests.core.test_pruned_exact import Pair, _cluster_copy, _copy
 
 ROOT = Path(__file__).resolve().parents[2]
 NO_PREEMPTION = ROOT / "policies" / "no-preemption.yaml"
@@ -189,3 +189,34 @@ def churn_steps(pair: Pair, cycles: int, pick: Callable[[list[str]], str]) -> It
         evicting = [v for p in pair.pruned._result.preemptions for v in p.victims]
         assert evicting == [v for p in pair.exhaustive._result.preemptions for v in p.victims]
         yield evicting
+
+
+def test_an_elastic_job_wakes_where_one_replica_fits() -> None:
+    """A job whose tasks all have minAvailable 0 starts with what fits in one cluster, at least one replica
+    (``place_in_one``): the gang plugin's reads name where one replica of each task fits, not only where its
+    (empty) minimum does. Two 4-cpu clusters: a's cpu taken by two 2-pod gangs, b's memory by one pod. The
+    elastic job (3 x 1 cpu / 1Gi) fits the fleet's totals, no cluster holds one replica: refused and parked.
+    One gang finishing on a frees room for two replicas (not the whole job, and the most free per resource
+    stays as it was): it wakes and starts with two, as the exhaustive engine decides (found by
+    test_searchwake; before, the refusal stayed parked)."""
+    for policy in (NO_PREEMPTION, DEFAULT):
+        pair = Pair(policy)
+        for name in ("a", "b"):
+            cluster = Cluster(name, allocatable={CPU: 4000, MEMORY: 8 * GI})
+            pair.both("upsert_cluster", lambda cluster=cluster: (_cluster_copy(cluster),))
+        pair.both("upsert_queue", lambda: (Queue("q"),))
+        big = Job("ns/mem", "mem", "ns", queue="q", submit_time=2.0,
+                  tasks=[Task("t", 1, 1, {CPU: 1000, MEMORY: 8 * GI})])
+        for job in (_job(0, 2, 1000), _job(1, 2, 1000), big):
+            pair.both("submit", lambda job=job: (_copy(job),))
+        pair.cycle()
+        placed = {j.id: j.placement for j in pair.pruned.state.jobs.values()}
+        assert list(placed["ns/j0"]) == list(placed["ns/j1"]) == ["a"] and list(placed["ns/mem"]) == ["b"]
+        elastic = Job("ns/e", "e", "ns", queue="q", submit_time=3.0,
+                      tasks=[Task("t", 3, 0, {CPU: 1000, MEMORY: GI})])
+        pair.both("submit", lambda: (_copy(elastic),))
+        pair.cycle()
+        assert pair.pruned.state.jobs["ns/e"].state is JobState.PENDING
+        pair.both("finished", lambda: ("ns/j0", True, pair.now))
+        pair.cycle()
+        assert pair.pruned.state.jobs["ns/e"].placement == {"a": {"t": 2}}, policy.name
