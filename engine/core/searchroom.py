@@ -19,8 +19,12 @@ how many there were, and follows the candidate log itself: a job becoming a cand
 look at adds what it holds to that rule's room (as if it were chosen: its eligibility is not known, so
 this is conservative) instead of waking the search. The search stays parked while, for every rule,
 
-- no cluster's free capacity *now*, plus its excess now, plus what the rule's candidates free there,
-  covers the need (candidates that left since free less, never more: conservative);
+- no cluster's free capacity *now*, plus what the rule's candidates free there, covers the need
+  (candidates that left since free less, never more: conservative), tested as the search tests it: free
+  capacity clamped at 0 first (the cheap test), then before clamping (an over-committed cluster's negative
+  amounts count); plus the cluster's excess now while the fleet-wide try, the only test that adds it, could
+  follow: a job placed on one cluster, and fewer than ``FLEET_WIDE_MAX`` candidates left of those the
+  search chose (a fresh search chooses at least those still there; absorbed ones may not be eligible);
 - when the chosen count matters (a job that may be placed across clusters), the count is above
   ``FLEET_WIDE_MAX``, or zero, and fewer candidates left the index since than would bring it there;
 - no queue rose above its guarantee in the rules' scope (that may open its older jobs to reclaim:
@@ -28,7 +32,8 @@ this is conservative) instead of waking the search. The search stays parked whil
 
 Between two looks, a room that found every cluster short checks again only the clusters whose free
 capacity or excess changed since (``FleetState.touched``) and those where it absorbed a candidate (what its
-rules free there grew): the others are short still. A False answer makes it check them all next time.
+rules free there grew): the others are short still. A False answer makes it check them all next time, and
+so does a rule's excess counting again (candidates left: the clusters were found short without it).
 
 A search that passed a guarantee floor, hit ``max_candidates``, met a ``min_runtime`` protection or
 the cycle's budget is never parked (``VictimSearch.volatile``, ``protected_until``), as before.
@@ -38,7 +43,7 @@ and runs no dry run whenever a room-parked search holds.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterable, Optional
 
 from engine.core import preempt
 from engine.core.preempt import PreemptRule, RunningIndex
@@ -53,12 +58,14 @@ _LOOK_AGAIN_MAX = 1024
 class _Seen:
     """One rule's share of a room: what its candidates free per cluster (own copy) and how many there are."""
 
-    __slots__ = ("rule", "freed", "chosen", "short")
+    __slots__ = ("rule", "freed", "chosen", "met", "plain", "short")
 
     def __init__(self, rule: PreemptRule, freed: dict[str, Resources], chosen: int) -> None:
         self.rule = rule
         self.freed = {cluster: dict(more) for cluster, more in freed.items()}
         self.chosen = chosen
+        self.met = chosen           # chosen by the search itself (absorbed candidates may not be eligible)
+        self.plain = False          # its last look left the excess out
         # per cluster, what free + excess must reach per resource for the need to be covered (derived from
         # freed; the resource that fell short last is kept first)
         self.short: dict[str, list[tuple[str, int]]] = {}
@@ -113,19 +120,29 @@ class Room:
         since = state.touched_since(self.looked, _LOOK_AGAIN_MAX)
         changed = self.again.union(since) if since is not None else None
         clusters, free_of, excess_of, need = state.clusters, state.free, state.excess, self.need
+        none: Resources = {}
         for seen in self.rules:
             shorts = seen.short
             freed = seen.freed
-            for cluster in (freed if changed is None else [c for c in changed if c in freed]):
+            # excess counts only in the fleet-wide try of a job placed on one cluster, which needs at most
+            # FLEET_WIDE_MAX chosen: a fresh search chooses at least those the search met that are still there
+            with_excess = self.one_cluster and seen.met - left <= preempt.FLEET_WIDE_MAX
+            if changed is None or (with_excess and seen.plain):        # (the excess counts from now on)
+                looking: Iterable[str] = freed
+            else:
+                looking = [c for c in changed if c in freed]
+            for cluster in looking:
                 if cluster not in clusters:
                     continue
                 short = shorts.get(cluster)
                 if short is None:
                     short = seen.shortfall(cluster, need)
-                free, coming = free_of(cluster), excess_of(cluster)
+                free, coming = free_of(cluster), excess_of(cluster) if with_excess else none
                 if not short:
-                    self.looked = None
-                    return False
+                    if _covers(state, cluster, coming, freed[cluster], need):
+                        self.looked = None
+                        return False
+                    continue
                 name, amount = short[0]
                 if free.get(name, 0) + coming.get(name, 0) < amount:
                     continue            # the resource that fell short last is short still (the usual case)
@@ -135,10 +152,13 @@ class Room:
                         short.insert(0, short.pop(i))
                         break
                 else:
-                    self.looked = None
-                    return False
+                    if _covers(state, cluster, coming, freed[cluster], need):
+                        self.looked = None
+                        return False
         # inside a dry run (FleetState.dry_run_begin) the state is supposed: what it saw is forgotten
         self.looked = end if state.capacity_epoch >= 0 else None
+        for seen in self.rules:
+            seen.plain = not (self.one_cluster and seen.met - left <= preempt.FLEET_WIDE_MAX)
         self.again.clear()
         return True
 
@@ -171,3 +191,10 @@ class Room:
                     seen.short.pop(cluster, None)
         return True
 
+
+def _covers(state: FleetState, cluster: str, coming: Resources, freed: Resources, need: list[tuple[str, int]]) -> bool:
+    """The search's own test once free capacity (clamped at 0) says the need is covered: free before clamping
+    (an over-committed cluster's negative amounts count, ``FleetState.unclamped_free``) plus ``coming`` plus
+    ``freed`` covers it."""
+    free = state.unclamped_free(cluster)
+    return all(free.get(name, 0) + coming.get(name, 0) + freed.get(name, 0) >= amount for name, amount in need)

@@ -6,10 +6,12 @@ every cluster answers."""
 from __future__ import annotations
 
 from typing import Any
+from unittest.mock import patch
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.core import preempt as preempt_module
 from engine.core.preempt import ANY, PreemptRule, RunningIndex
 from engine.core.searchroom import Room
 from engine.core.searchwake import CandidateLog
@@ -133,8 +135,9 @@ def test_excess_of_a_nomination_wakes_a_room() -> None:
     whose candidates free 1 cpu on a (with 0 free) now covers 6 cpu and wakes, though free did not change (b and c,
     4.5 cpu free, stay short)."""
     state = _fleet()
-    for name in NAMES:
-        state.upsert_cluster(Cluster(name, allocatable={CPU: 8000, MEMORY: 64 * GI}, allocated={CPU: 3500}))
+    for name in NAMES:     # a: 3 cpu allocated, and the victim's 5 fill it exactly (none over-committed)
+        state.upsert_cluster(Cluster(name, allocatable={CPU: 8000, MEMORY: 64 * GI},
+                                     allocated={CPU: 3000 if name == "a" else 3500}))
     victim = _job(1, "a", 5000)
     state.hold(victim)
     incremental, full = _rooms(state)
@@ -143,6 +146,53 @@ def test_excess_of_a_nomination_wakes_a_room() -> None:
     state.nominate("ns/p", {"b": {CPU: 1000}}, [victim])     # claims on b; a's 5 cpu are excess
     assert state.free("a") == free and state.excess("a") == {CPU: 5000, MEMORY: GI}
     assert not _same(state, incremental, full)
+
+
+def test_excess_on_an_over_committed_cluster_wakes_no_room() -> None:
+    """The same nomination, but a is over-committed by 0.5 cpu (3.5 allocated besides the victim's 5): free
+    clamped at 0 plus the 5 cpu excess plus the 1 its candidates free says 6, but a fresh search tests free
+    before clamping (-0.5 + 5 + 1 = 5.5 < 6, ``VictimSearch._search``) and would not try, so the room holds."""
+    state = _fleet()
+    for name in NAMES:
+        state.upsert_cluster(Cluster(name, allocatable={CPU: 8000, MEMORY: 64 * GI}, allocated={CPU: 3500}))
+    victim = _job(1, "a", 5000)
+    state.hold(victim)
+    incremental, full = _rooms(state)
+    assert _same(state, incremental, full)
+    state.nominate("ns/p", {"b": {CPU: 1000}}, [victim])
+    assert state.free("a") == {MEMORY: 63 * GI} and state.unclamped_free("a")[CPU] == -500
+    assert _same(state, incremental, full)
+
+
+def test_excess_counts_for_a_room_only_while_a_fleet_wide_try_could_follow() -> None:
+    """A fresh search adds the excess only in its fleet-wide try, run with at most ``FLEET_WIDE_MAX`` chosen
+    candidates (1 here). A room whose search chose 2 ignores an excess that would cover the job; once one of
+    them left the index (nothing touched), the try could follow again: the room looks at every cluster with
+    the excess and wakes."""
+    state = _fleet()
+    for name in NAMES:
+        state.upsert_cluster(Cluster(name, allocatable={CPU: 8000, MEMORY: 64 * GI},
+                                     allocated={CPU: 3000 if name == "a" else 3500}))
+    victim = _job(1, "a", 5000)
+    state.hold(victim)
+    index = RunningIndex()
+    log = CandidateLog(index.candidate, lambda: index.version)
+    index.log = log
+    others = [_job(i, "c", 1000) for i in (2, 3)]
+    for job in others:
+        job.admitted_at = 0.0
+        state.jobs[job.id] = job
+        index.add(job, 0, fresh=False)
+    rule = PreemptRule("priority", "priority-preemption", lambda queue: ANY)
+    freed = {name: {CPU: 1000} for name in NAMES}
+    with patch.object(preempt_module, "FLEET_WIDE_MAX", 1):
+        room = Room({CPU: 6000, MEMORY: GI}, [(rule, freed, 2)], state, index, log, log.end, True)
+        assert room.holds()
+        state.nominate("ns/p", {"b": {CPU: 1000}}, [victim])        # a: 0 free + 5 excess + 1 covers 6
+        assert room.holds()
+        touched = state.touched_end
+        index.discard(others[0].id)
+        assert state.touched_end == touched and not room.holds()
 
 
 def test_a_candidate_taken_in_is_looked_at_where_it_frees_without_any_cluster_touched() -> None:
