@@ -18,7 +18,8 @@ the state its verdict and refusal text read for a job, from a small vocabulary:
 
 and the engine adds what it reads itself for every job: ``("line", queue)`` (the queue and its ancestors:
 existence, state, limits), ``("usage", queue)`` (their usage of the resources they limit) and
-``("ready",)`` (the ready clusters, their labels, the fleet's allocatable). A key refused with a shareable refusal is *parked* with the values of its reads
+``("ready",)`` (the ready clusters, their labels, the fleet's allocatable, and whether any cluster reports
+node shapes). A key refused with a shareable refusal is *parked* with the values of its reads
 (its signature). While the values are equal the plugins' contract says the verdict and text are equal
 too, so the walk hands the parked refusal on without calling the pipeline; a finish on one cluster
 changes the reads of the few keys it could help, and only those are examined again. The values are
@@ -133,9 +134,10 @@ class Reads:
                          for q in line)
         if kind == "ready":
             ready = state.ready_clusters()
-            if self._ready[0] is not ready:
+            if self._ready[0] is not ready:     # (a node-shape report rebuilds the list: _invalidate)
+                # whether node shapes count: a refusal parked on totals is judged again once they do
                 self._ready = (ready, (tuple((c.name, _items(c.labels)) for c in ready),
-                                       _items(state.fleet_allocatable)))
+                                       _items(state.fleet_allocatable), state.any_node_shapes))
             return self._ready[1]
         raise ValueError(f"unknown verdict read {read!r}")
 

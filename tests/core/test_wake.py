@@ -9,11 +9,12 @@ from typing import Any, Callable, Iterator
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.core.nodefit import shapes_of
 from engine.core.scheduler import Engine
 from engine.model import Cluster, Job, JobState, Queue, Task
 from engine.plugin import Plugin
 from engine.policy import load_policy
-from engine.resources import CPU, MEMORY
+from engine.resources import CPU, GPU, MEMORY
 from tests.core.test_pruned_exact import Pair, _cluster_copy, _copy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -220,3 +221,33 @@ def test_an_elastic_job_wakes_where_one_replica_fits() -> None:
         pair.both("finished", lambda: ("ns/j0", True, pair.now))
         pair.cycle()
         assert pair.pruned.state.jobs["ns/e"].placement == {"a": {"t": 2}}, policy.name
+
+
+def test_the_first_node_shape_report_judges_parked_refusals_again() -> None:
+    """A refusal is parked only while no cluster reports node shapes (``parkable``): judged on totals. The first
+    report makes node-aware verdicts count (other texts, other fits) while leaving the ready clusters, their
+    labels and the allocatable as they were, so the ``("ready",)`` read says whether node shapes count: the
+    parked refusals are judged again, as the exhaustive engine judges them. GPU pods need a's GPUs, a's cpu is
+    taken; b (no GPUs) then reports its nodes."""
+    for policy in (NO_PREEMPTION, DEFAULT):
+        pair = Pair(policy)
+        a = Cluster("a", allocatable={CPU: 4000, MEMORY: 64 * GI, GPU: 8}, allocated={CPU: 4000})
+        b = Cluster("b", allocatable={CPU: 64000, MEMORY: 256 * GI})
+        for cluster in (a, b):
+            pair.both("upsert_cluster", lambda cluster=cluster: (_cluster_copy(cluster),))
+        pair.both("upsert_queue", lambda: (Queue("q"),))
+        for i in range(6):              # one key, enough jobs that the walk goes by key (parked refusals served)
+            job = Job(f"ns/g{i}", f"g{i}", "ns", queue="q", submit_time=float(i),
+                      tasks=[Task("t", 1, 1, {CPU: 1000, MEMORY: GI, GPU: 2})])
+            pair.both("submit", lambda job=job: (_copy(job),))
+        pair.cycle()
+        assert "on nodes" not in pair.pruned.state.jobs["ns/g0"].pending_reason
+
+        def reported() -> tuple[Cluster]:
+            cluster = _cluster_copy(b, status_time=pair.now)
+            cluster.node_shapes = shapes_of([{CPU: 0, MEMORY: 0}, {CPU: 32000, MEMORY: 128 * GI}], [0, 2])
+            return (cluster,)
+
+        pair.both("upsert_cluster", reported)
+        pair.cycle()                    # compares reasons with the exhaustive engine's
+        assert "on nodes" in pair.pruned.state.jobs["ns/g5"].pending_reason, policy.name
