@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.core.nodefit import shapes_of
 from engine.core.scheduler import Engine
 from engine.model import Cluster, Failure, FailureKind, Job, JobState, Queue, Task
 from engine.pipeline import Pipeline
@@ -100,6 +101,15 @@ def _copy(job: Job) -> Job:
     return Job(job.id, job.name, job.namespace, queue=job.queue, priority=job.priority, labels=dict(job.labels),
                submit_time=job.submit_time, tasks=[Task(t.name, t.replicas, t.min_available, dict(t.resources))
                                                    for t in job.tasks])
+
+
+def _reported(c: Cluster, nodes: bool, **changes: Any) -> Cluster:
+    """A status report of ``c``; with ``nodes``, resource models saying it is two equal nodes (node shapes)."""
+    report = _cluster_copy(c, **changes)
+    if nodes:
+        half = {name: amount // 2 for name, amount in c.allocatable.items()}
+        report.node_shapes = shapes_of([{name: 0 for name in half}, half], [0, 2])
+    return report
 
 
 def _cluster_copy(c: Cluster, **changes: Any) -> Cluster:
@@ -191,7 +201,9 @@ def test_pruned_decides_exactly_as_exhaustive(policy: Path, data: Any) -> None:
             c = data.draw(st.sampled_from(fleet))
             ready = data.draw(st.booleans())
             used = {CPU: data.draw(st.sampled_from((0, 1000, 3000)))}
-            pair.both("upsert_cluster", lambda: (_cluster_copy(c, ready=ready, allocated=used, status_time=pair.now),))
+            nodes = data.draw(st.integers(0, 3)) == 0       # now and then its report models two equal nodes
+            pair.both("upsert_cluster", lambda: (_reported(c, nodes, ready=ready, allocated=used,
+                                                           status_time=pair.now),))
         elif op == "queue":
             q = data.draw(st.sampled_from(qs))
             opened = data.draw(st.booleans())
