@@ -23,10 +23,11 @@ this is conservative) instead of waking the search. The search stays parked whil
   (candidates that left since free less, never more: conservative), tested as the search tests it: free
   capacity clamped at 0 first (the cheap test), then before clamping (an over-committed cluster's negative
   amounts count); plus the cluster's excess now while the fleet-wide try, the only test that adds it, could
-  follow: a job placed on one cluster, and fewer than ``FLEET_WIDE_MAX`` candidates left of those the
-  search chose (a fresh search chooses at least those still there; absorbed ones may not be eligible);
-- when the chosen count matters (a job that may be placed across clusters), the count is above
-  ``FLEET_WIDE_MAX``, or zero, and fewer candidates left the index since than would bring it there;
+  follow: for a job placed on one cluster, while the candidates the search chose, less every candidate that
+  left the index since, are at most ``FLEET_WIDE_MAX`` (a fresh search chooses at least those still there);
+- when the chosen count matters (a job that may be placed across clusters), none was chosen or absorbed, or
+  the candidates the search chose, less every candidate that left since, are still above ``FLEET_WIDE_MAX``
+  (absorbed candidates do not count there: their eligibility is not known, a fresh search may skip them);
 - no queue rose above its guarantee in the rules' scope (that may open its older jobs to reclaim:
   unknown candidates, so the search wakes).
 
@@ -112,7 +113,7 @@ class Room:
             return False
         left = index.removed - self.removed
         for seen in self.rules:
-            if not self.one_cluster and seen.chosen and seen.chosen - left <= preempt.FLEET_WIDE_MAX:
+            if not self.one_cluster and seen.chosen and seen.met - left <= preempt.FLEET_WIDE_MAX:
                 return False
         end = state.touched_end
         # every cluster was short when it last looked: only those whose free or excess changed since can

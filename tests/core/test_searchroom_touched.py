@@ -237,3 +237,32 @@ def test_only_a_first_booking_leaves_grown_as_it_is() -> None:
     state.release(job)
     state.upsert_cluster(Cluster("b", allocatable={CPU: 8000, MEMORY: 64 * GI}))
     assert state.grown_since(grown, 8) == ["a", "a", "b"]
+
+
+def test_a_split_job_s_room_counts_only_the_candidates_its_search_chose() -> None:
+    """A job that may be placed across clusters gets the fleet-wide try whenever at most ``FLEET_WIDE_MAX`` (1
+    here) candidates are chosen. Its search chose 2 (no try); a third is absorbed (as chosen: its eligibility is
+    not known) and one of the first two leaves. A fresh search may choose just 1 (the absorbed one may be
+    protected): it could try, so the room wakes, though 3 - 1 is above the limit."""
+    state = _fleet()
+    for name in NAMES:
+        state.upsert_cluster(Cluster(name, allocatable={CPU: 8000, MEMORY: 64 * GI}, allocated={CPU: 8000}))
+    index = RunningIndex()
+    log = CandidateLog(index.candidate, lambda: index.version)
+    index.log = log
+    chosen = [_job(i, "c", 1000) for i in (1, 2)]
+    for job in chosen:
+        job.admitted_at = 0.0
+        state.jobs[job.id] = job
+        index.add(job, 0, fresh=False)
+    rule = PreemptRule("priority", "priority-preemption", lambda queue: ANY)
+    with patch.object(preempt_module, "FLEET_WIDE_MAX", 1):
+        room = Room({CPU: 6000, MEMORY: GI}, [(rule, {"c": {CPU: 2000}}, 2)], state, index, log, log.end, False)
+        assert room.holds()
+        absorbed = _job(3, "c", 1000)
+        absorbed.admitted_at = 0.0
+        state.jobs[absorbed.id] = absorbed
+        index.add(absorbed, 0, fresh=False)
+        assert room.holds() and room.rules[0].chosen == 3
+        index.discard(chosen[0].id)
+        assert not room.holds()
