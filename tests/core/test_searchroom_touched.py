@@ -38,6 +38,21 @@ def _job(i: int, cluster: str, cpu: int) -> Job:
     return job
 
 
+def _indexed() -> tuple[RunningIndex, CandidateLog]:
+    """A running index whose candidates are logged."""
+    index = RunningIndex()
+    log = CandidateLog(index.candidate, lambda: index.version)
+    index.log = log
+    return index, log
+
+
+def _candidate(state: FleetState, index: RunningIndex, job: Job, admitted_at: float = 0.0) -> None:
+    """``job`` (admitted, placed) becomes a victim candidate: logged."""
+    job.admitted_at = admitted_at
+    state.jobs[job.id] = job
+    index.add(job, 0, fresh=False)
+
+
 def _rooms(state: FleetState) -> tuple[Room, Room]:
     """Two equal rooms for a job needing 6 cpu: what two candidates free, 1 cpu on each cluster."""
     index = RunningIndex()
@@ -175,14 +190,10 @@ def test_excess_counts_for_a_room_only_while_a_fleet_wide_try_could_follow() -> 
                                      allocated={CPU: 3000 if name == "a" else 3500}))
     victim = _job(1, "a", 5000)
     state.hold(victim)
-    index = RunningIndex()
-    log = CandidateLog(index.candidate, lambda: index.version)
-    index.log = log
+    index, log = _indexed()
     others = [_job(i, "c", 1000) for i in (2, 3)]
     for job in others:
-        job.admitted_at = 0.0
-        state.jobs[job.id] = job
-        index.add(job, 0, fresh=False)
+        _candidate(state, index, job)
     rule = PreemptRule("priority", "priority-preemption", lambda queue: ANY)
     freed = {name: {CPU: 1000} for name in NAMES}
     with patch.object(preempt_module, "FLEET_WIDE_MAX", 1):
@@ -201,17 +212,12 @@ def test_a_candidate_taken_in_is_looked_at_where_it_frees_without_any_cluster_to
     state = _fleet()
     for name in NAMES:
         state.upsert_cluster(Cluster(name, allocatable={CPU: 8000, MEMORY: 64 * GI}, allocated={CPU: 8000}))
-    index = RunningIndex()
-    log = CandidateLog(index.candidate, lambda: index.version)
-    index.log = log
+    index, log = _indexed()
     rule = PreemptRule("priority", "priority-preemption", lambda queue: ANY)
     room = Room({CPU: 6000, MEMORY: GI}, [(rule, {"a": {CPU: 1000}}, 1)], state, index, log, log.end, True)
     assert room.holds()
     touched = state.touched_end
-    candidate = _job(1, "a", 5000)
-    candidate.admitted_at = 1.0
-    state.jobs[candidate.id] = candidate
-    index.add(candidate, 0, fresh=False)       # logged: a candidate now, freeing 5 cpu on a (1 + 5 covers 6)
+    _candidate(state, index, _job(1, "a", 5000), 1.0)   # logged: a candidate now, freeing 5 cpu on a (1 + 5: 6)
     assert state.touched_end == touched
     assert not room.holds()
 
@@ -247,22 +253,15 @@ def test_a_split_job_s_room_counts_only_the_candidates_its_search_chose() -> Non
     state = _fleet()
     for name in NAMES:
         state.upsert_cluster(Cluster(name, allocatable={CPU: 8000, MEMORY: 64 * GI}, allocated={CPU: 8000}))
-    index = RunningIndex()
-    log = CandidateLog(index.candidate, lambda: index.version)
-    index.log = log
+    index, log = _indexed()
     chosen = [_job(i, "c", 1000) for i in (1, 2)]
     for job in chosen:
-        job.admitted_at = 0.0
-        state.jobs[job.id] = job
-        index.add(job, 0, fresh=False)
+        _candidate(state, index, job)
     rule = PreemptRule("priority", "priority-preemption", lambda queue: ANY)
     with patch.object(preempt_module, "FLEET_WIDE_MAX", 1):
         room = Room({CPU: 6000, MEMORY: GI}, [(rule, {"c": {CPU: 2000}}, 2)], state, index, log, log.end, False)
         assert room.holds()
-        absorbed = _job(3, "c", 1000)
-        absorbed.admitted_at = 0.0
-        state.jobs[absorbed.id] = absorbed
-        index.add(absorbed, 0, fresh=False)
+        _candidate(state, index, _job(3, "c", 1000))
         assert room.holds() and room.rules[0].chosen == 3
         index.discard(chosen[0].id)
         assert not room.holds()
