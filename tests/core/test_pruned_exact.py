@@ -103,6 +103,13 @@ def _copy(job: Job) -> Job:
                                                    for t in job.tasks])
 
 
+def _renamed(job: Job, i: int) -> Job:
+    """A copy of ``job`` as the i-th job submitted (id, name, arrival)."""
+    out = _copy(job)
+    out.id, out.name, out.submit_time = f"ns/j{i}", f"j{i}", float(i)
+    return out
+
+
 def _reported(c: Cluster, nodes: bool, **changes: Any) -> Cluster:
     """A status report of ``c``; with ``nodes``, resource models saying it is two equal nodes (node shapes)."""
     report = _cluster_copy(c, **changes)
@@ -186,6 +193,8 @@ def test_pruned_decides_exactly_as_exhaustive(policy: Path, data: Any) -> None:
                                         "queue")))
         if op == "submit":
             batch = data.draw(jobs(names, submitted))
+            if data.draw(st.booleans()):      # each job and 3 more of its key: groups the walk goes through by key
+                batch = [_renamed(j, submitted + 4 * i + k) for i, j in enumerate(batch) for k in range(4)]
             submitted += len(batch)
             for j in batch:
                 pair.both("submit", lambda j=j: (_copy(j),))
