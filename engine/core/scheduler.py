@@ -310,8 +310,8 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns):
         known = self._nowhere_seen.get(key)
         if known is not None:
             judged, signature, refusal = known
-            if judged == at or (signature is not None and job.nominated is None and not state.any_node_shapes
-                                and self._reads.holds(signature)):
+            # (a signature is kept only without node shapes, and the ("ready",) read says whether they count now)
+            if judged == at or (signature is not None and job.nominated is None and self._reads.holds(signature)):
                 return refusal
         decided = self._decide(job, candidates)
         if isinstance(decided, Refusal):

@@ -125,9 +125,7 @@ class Room:
         for seen in self.rules:
             shorts = seen.short
             freed = seen.freed
-            # excess counts only in the fleet-wide try of a job placed on one cluster, which needs at most
-            # FLEET_WIDE_MAX chosen: a fresh search chooses at least those the search met that are still there
-            with_excess = self.one_cluster and seen.met - left <= preempt.FLEET_WIDE_MAX
+            with_excess = self._with_excess(seen, left)
             if changed is None or (with_excess and seen.plain):        # (the excess counts from now on)
                 looking: Iterable[str] = freed
             else:
@@ -140,7 +138,7 @@ class Room:
                     short = seen.shortfall(cluster, need)
                 free, coming = free_of(cluster), excess_of(cluster) if with_excess else none
                 if not short:
-                    if _covers(state, cluster, coming, freed[cluster], need):
+                    if _covers(state, cluster, coming, freed[cluster], self.demand):
                         self.looked = None
                         return False
                     continue
@@ -153,15 +151,21 @@ class Room:
                         short.insert(0, short.pop(i))
                         break
                 else:
-                    if _covers(state, cluster, coming, freed[cluster], need):
+                    if _covers(state, cluster, coming, freed[cluster], self.demand):
                         self.looked = None
                         return False
         # inside a dry run (FleetState.dry_run_begin) the state is supposed: what it saw is forgotten
         self.looked = end if state.capacity_epoch >= 0 else None
         for seen in self.rules:
-            seen.plain = not (self.one_cluster and seen.met - left <= preempt.FLEET_WIDE_MAX)
+            seen.plain = not self._with_excess(seen, left)
         self.again.clear()
         return True
+
+    def _with_excess(self, seen: _Seen, left: int) -> bool:
+        """Whether the excess counts for ``seen``'s rule: only in the fleet-wide try of a job placed on one cluster,
+        which needs at most FLEET_WIDE_MAX chosen (a fresh search chooses at least those the search met that are
+        still there)."""
+        return self.one_cluster and seen.met - left <= preempt.FLEET_WIDE_MAX
 
     def _absorb(self, state: FleetState, index: RunningIndex) -> bool:
         """Add the candidates logged since the last look to the rules that would look at them; False when
@@ -193,9 +197,9 @@ class Room:
         return True
 
 
-def _covers(state: FleetState, cluster: str, coming: Resources, freed: Resources, need: list[tuple[str, int]]) -> bool:
+
+def _covers(state: FleetState, cluster: str, coming: Resources, freed: Resources, need: Resources) -> bool:
     """The search's own test once free capacity (clamped at 0) says the need is covered: free before clamping
     (an over-committed cluster's negative amounts count, ``FleetState.unclamped_free``) plus ``coming`` plus
-    ``freed`` covers it."""
-    free = state.unclamped_free(cluster)
-    return all(free.get(name, 0) + coming.get(name, 0) + freed.get(name, 0) >= amount for name, amount in need)
+    ``freed`` covers it (``preempt._covers``, as ``VictimSearch._search`` asks it)."""
+    return preempt._covers(preempt._with(state.unclamped_free(cluster), coming), freed, need)
