@@ -9,7 +9,8 @@ the FitIndex. Clusters without usable models (none, or Karmada's default cpu/mem
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from itertools import islice
+from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from engine.core.fitindex import FitIndex
 from engine.core.nodefit import UNBOUNDED, NodeShapes, PerPod, Vector, fits, max_replicas, pairs, reserve, vector
@@ -22,6 +23,7 @@ class NodeView:
     jobs: dict[str, Job]
     _inflight: dict[str, dict[str, tuple[Resources, Optional[float]]]]
     _nodes: dict[str, Optional[NodeShapes]]
+    _booked: dict[str, list[NodeShapes]]
     _shaped: set[str]
     _fit_memo: dict[str, dict[object, int]]
     _gone: dict[str, dict[str, int]]
@@ -32,29 +34,81 @@ class NodeView:
 
     def nodes(self, cluster: str) -> Optional[NodeShapes]:
         """The cluster's virtual nodes now: its reported node shapes with Atoll's in-flight pods booked
-        on them (largest nodes first: ``nodefit.reserve``). None when it reports no resource models
-        (then only its totals are known). Finished jobs are not credited back here, unlike ``free``
-        (which nodes they freed is unknown): the next report shows them. Karmada's *default* cpu/memory
-        models are not used (None as well): their lower edges make e.g. a 10-cpu/10Gi node a 1-cpu/4Gi
-        one, so a conservative view from them would refuse nearly everything (see ARCHITECTURE.md).
-        Do not mutate."""
+        on them (largest nodes first: ``nodefit.reserve``), job by job in booking order. None when it reports
+        no resource models (then only its totals are known). Finished jobs are not credited back here, unlike
+        ``free`` (which nodes they freed is unknown): the next report shows them. Karmada's *default*
+        cpu/memory models are not used (None as well): their lower edges make e.g. a 10-cpu/10Gi node a
+        1-cpu/4Gi one, so a conservative view from them would refuse nearly everything (see ARCHITECTURE.md).
+
+        The view is a function of the state (the report, the in-flight jobs in booking order, a dry run's
+        supposed-gone jobs), never of the path that led to it: caches keyed on ``touched`` rely on that, since
+        a dry run drops its touches. Booking all pods at once would not do: ``reserve`` of two pods is not two
+        ``reserve`` of one (it fills the largest node before the next). The views after each in-flight job
+        (``_booked``) are kept, so that a dry run supposing in-flight jobs gone books only the jobs after the
+        first of them again. Do not mutate."""
         if cluster in self._nodes:
             return self._nodes[cluster]
         shapes = self.clusters[cluster].node_shapes
         if shapes is not None and shapes.karmada_defaults:
             shapes = None
         if shapes is not None:
-            flights = self._inflight.get(cluster)
+            flights = self._inflight.get(cluster) or {}
             gone = self._gone.get(cluster)
-            if gone:
-                shapes = _freed(shapes, [pod for job_id in gone if job_id in self.jobs and job_id not in (flights or ())
-                                         for pod in self.jobs[job_id].placed_pods(cluster)])
-            if flights:
-                jobs = self.jobs
-                shapes = reserve(shapes, [pod for job_id in flights if job_id in jobs and job_id not in (gone or ())
-                                          for pod in jobs[job_id].placed_pods(cluster)])
+            jobs = self.jobs
+            if not gone:
+                shapes = self._booking(cluster, shapes, flights, len(flights))
+            elif any(job_id in jobs and job_id not in flights for job_id in gone):
+                # jobs the report counts, supposed gone: each pod gives back a node of its size, then every
+                # in-flight job is booked again
+                shapes = _freed(shapes, [pod for job_id in gone if job_id in jobs and job_id not in flights
+                                         for pod in jobs[job_id].placed_pods(cluster)])
+                shapes = _book(shapes, jobs, cluster, (job_id for job_id in flights if job_id not in gone))
+            else:               # only in-flight jobs supposed gone: from the view before the first of them
+                order = list(flights)
+                first = min((i for i, job_id in enumerate(order) if job_id in gone), default=len(order))
+                shapes = _book(self._booking(cluster, shapes, flights, first), jobs, cluster,
+                               (job_id for job_id in order[first:] if job_id not in gone))
         self._nodes[cluster] = shapes
         return shapes
+
+    def _booking(self, cluster: str, report: NodeShapes, flights: Mapping[str, object], k: int) -> NodeShapes:
+        """The reported view with the first ``k`` in-flight jobs booked, kept in ``_booked``."""
+        booked = self._booked.get(cluster)
+        if booked is None:
+            booked = self._booked[cluster] = [report]
+        if len(booked) <= k:
+            view = booked[-1]
+            jobs = self.jobs
+            for job_id in islice(flights, len(booked) - 1, k):
+                view = _book(view, jobs, cluster, (job_id,))
+                booked.append(view)
+        return booked[k]
+
+    def _book_more(self, cluster: str, job: Job, fresh: bool) -> None:
+        """``hold`` booked ``job`` on the cluster (``fresh``: it was not in flight there before, so it is the last
+        in booking order): book its pods on the kept views, or drop those it changes (see ``nodes``)."""
+        flights = self._inflight[cluster]
+        if not fresh:
+            self._unbook(cluster, job.id)
+            return
+        pods = job.placed_pods(cluster)
+        booked = self._booked.get(cluster)
+        if booked is not None and len(booked) == len(flights):          # complete before this job
+            booked.append(reserve(booked[-1], pods) if pods else booked[-1])
+        view = self._nodes.get(cluster)
+        if view is not None:
+            if cluster not in self._gone and booked is not None and len(booked) == len(flights) + 1:
+                self._nodes[cluster] = booked[-1]                       # the same view
+            else:
+                self._nodes[cluster] = reserve(view, pods) if pods else view
+
+    def _unbook(self, cluster: str, job_id: str) -> None:
+        """The in-flight job ``job_id`` on the cluster is released or booked anew (call while it is still in
+        flight): the views from it on are dropped."""
+        booked = self._booked.get(cluster)
+        if booked is not None and len(booked) > 1:
+            del booked[list(self._inflight[cluster]).index(job_id) + 1:]
+        self._nodes.pop(cluster, None)
 
     def replicas_fit(self, cluster: str, per_pod: PerPod) -> int:
         """How many pods of this shape the cluster can host now: its free totals, and its virtual nodes
@@ -219,6 +273,16 @@ def _summed(pods: Sequence[tuple[PerPod, int]]) -> tuple[tuple[str, int], ...]:
 
 
 _SUMS: dict[Sequence[tuple[PerPod, int]], tuple[tuple[str, int], ...]] = {}
+
+
+def _book(shapes: NodeShapes, jobs: dict[str, Job], cluster: str, job_ids: Iterable[str]) -> NodeShapes:
+    """``shapes`` with the pods of these jobs on ``cluster`` booked, job by job in this order."""
+    for job_id in job_ids:
+        job = jobs.get(job_id)
+        pods = job.placed_pods(cluster) if job is not None else None
+        if pods:
+            shapes = reserve(shapes, pods)
+    return shapes
 
 
 def _freed(shapes: NodeShapes, pods: Sequence[tuple[PerPod, int]]) -> NodeShapes:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Optional
 
 from engine.core.fitindex import FitIndex
-from engine.core.nodefit import NodeShapes, more_room, reserve
+from engine.core.nodefit import NodeShapes, more_room
 from engine.core.claims import Claims
 from engine.core.nodeview import NodeView
 from engine.model import Cluster, Job, JobState, Queue
@@ -69,6 +69,7 @@ class FleetState(NodeView, Claims):
         self._excess: dict[str, Resources] = {}         # cluster -> victims' capacity beyond their preemptors' claims
         self._dry_runs = 0
         self._nodes: dict[str, Optional[NodeShapes]] = {}   # cluster -> reported shapes minus in-flight pods
+        self._booked: dict[str, list[NodeShapes]] = {}      # cluster -> the view after each in-flight job (nodes)
         self._shaped: set[str] = set()                      # clusters that report node shapes
         self._fit_memo: dict[str, dict[object, int]] = {}   # cluster -> pods -> fits now; pod -> replicas_fit
         self._gone: dict[str, dict[str, int]] = {}          # dry run: cluster -> job id supposed gone -> times
@@ -248,6 +249,7 @@ class FleetState(NodeView, Claims):
         self._touch(cluster)
         self._free.pop(cluster, None)
         self._nodes.pop(cluster, None)
+        self._booked.pop(cluster, None)
         self._fit_memo.pop(cluster, None)
         self._fits.changed(cluster)
         self._fleet_free = None
@@ -348,15 +350,12 @@ class FleetState(NodeView, Claims):
                     add_into(self._reserved[cluster], previous[0], -1)
                 self._inflight[cluster][job.id] = (reserved, None)
                 add_into(self._reserved.setdefault(cluster, {}), reserved)
-                view = self._nodes.get(cluster)
                 # a first booking on a cached view (or a cluster without one) only takes capacity; a first booking
                 # only takes from the totals in any case
-                self._usage_changed(cluster, previous is None and (view is not None or cluster not in self._shaped),
+                self._usage_changed(cluster, previous is None and (cluster in self._nodes
+                                                                   or cluster not in self._shaped),
                                     grew=previous is not None)
-                if previous is not None or view is None:
-                    self._nodes.pop(cluster, None)
-                else:   # book just this job's pods on the cached view, not every in-flight job again
-                    self._nodes[cluster] = reserve(view, job.placed_pods(cluster))
+                self._book_more(cluster, job, previous is None)     # on the kept node views
 
     def release(self, job: Job, ended_at: Optional[float] = None) -> None:
         """Undo ``hold``: the job finished, failed, or was deleted. With ``ended_at`` (the caller knows
@@ -370,10 +369,11 @@ class FleetState(NodeView, Claims):
         self._charge(job.queue, job.demand, -1)
         for cluster in job.placement or {}:
             flights = self._inflight.get(cluster)
-            booked = flights.pop(job.id, None) if flights else None
-            if booked is not None:
+            booked = flights.get(job.id) if flights else None
+            if flights and booked is not None:
+                self._unbook(cluster, job.id)
+                del flights[job.id]
                 add_into(self._reserved[cluster], booked[0], -1)
-                self._nodes.pop(cluster, None)
                 self._usage_changed(cluster)
             elif ended_at is not None and job.state in (JobState.RUNNING, JobState.EVICTING) \
                     and cluster in self.clusters \

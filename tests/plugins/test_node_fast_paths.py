@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from engine.core.nodefit import shapes_of
 from engine.core.state import FleetState
-from engine.model import Cluster, Job, Refusal, Task
+from engine.model import Cluster, Job, JobState, Refusal, Task
 from engine.resources import CPU, GPU, fits, format_resources
 from plugins._placeutil import pods_text, resource_weights, utilisation_scores
 from plugins.gang import Gang
@@ -36,11 +36,12 @@ def make_job(spec: list[tuple[tuple[int, int], int, int]], n: int) -> Job:
 
 
 def hold(state: FleetState, names: list[str], event: tuple, n: int) -> Job:
-    """Book a ("hold", cluster index, (gpus, cpu), pods) event as a running job on that cluster."""
+    """Book a ("hold", cluster index, (gpus, cpu), pods) event as a job admitted on that cluster (in flight, so
+    that ``release`` gives it back)."""
     _, where, (gpus, cpu), count = event
     job = Job(id=f"held{n}", name=f"held{n}", queue="q",
               tasks=[Task("t", count, count, {CPU: cpu, **({GPU: gpus} if gpus else {})})])
-    job.placement = {names[where % len(names)]: {"t": count}}
+    job.placement, job.state = {names[where % len(names)]: {"t": count}}, JobState.ADMITTED
     state.jobs[job.id] = job
     state.hold(job)
     return job
