@@ -19,14 +19,13 @@ from engine.core.fitindex import FitIndex
 from engine.core.nodefit import NodeShapes, more_room
 from engine.core.claims import Claims
 from engine.core.nodeview import NodeView
+from engine.core.touchlog import TouchLog
 from engine.model import Cluster, Job, JobState, Queue
 from engine.resources import Resources, add_into, clamp_nonnegative, sub
 
-_TOUCHED_MAX = 1 << 16
-"""``FleetState.touched`` starts again after this many entries (a room that looked before then checks all)."""
 
 
-class FleetState(NodeView, Claims):
+class FleetState(NodeView, Claims, TouchLog):
     def __init__(self) -> None:
         self.clusters: dict[str, Cluster] = {}
         self.queues: dict[str, Queue] = {}
@@ -208,41 +207,6 @@ class FleetState(NodeView, Claims):
         self._credits.pop(name, None)
         self._invalidate(name)
 
-    @property
-    def touched_end(self) -> int:
-        """The absolute position after the last entry of ``touched``: what a reader keeps to ask ``touched_since``."""
-        return self.touched_base + len(self.touched)
-
-    def touched_since(self, at: Optional[int], most: int) -> Optional[list[str]]:
-        """The clusters touched from absolute position ``at`` on (repeats included), or None when ``at`` is None,
-        the log no longer reaches back to it, or more than ``most`` entries came since: the reader then looks at
-        every cluster again."""
-        return _since(self.touched, self.touched_base, at, most)
-
-    @property
-    def grown_end(self) -> int:
-        """Like ``touched_end``, for ``grown``."""
-        return self.grown_base + len(self.grown)
-
-    def grown_since(self, at: Optional[int], most: int) -> Optional[list[str]]:
-        """Like ``touched_since``, for ``grown``."""
-        return _since(self.grown, self.grown_base, at, most)
-
-    def _touch(self, cluster: str, grew: bool = True) -> None:
-        """``free(cluster)`` or ``excess(cluster)`` may have changed (see ``touched``); ``grew``: unless only
-        lowered (every amount of both the same or less), see ``grown``."""
-        touched = self.touched
-        if len(touched) >= _TOUCHED_MAX:
-            self.touched_base += len(touched)
-            self.touched = touched = []
-        touched.append(cluster)
-        if grew:
-            grown = self.grown
-            if len(grown) >= _TOUCHED_MAX:
-                self.grown_base += len(grown)
-                self.grown = grown = []
-            grown.append(cluster)
-
     def _invalidate(self, cluster: str) -> None:
         """The cluster itself changed (status, readiness, labels, removal): drop every derived view."""
         self.changes += 1
@@ -392,13 +356,3 @@ class FleetState(NodeView, Claims):
                 reserved, _ = flights[job.id]
                 flights[job.id] = (reserved, at)
 
-
-def _since(log: list[str], base: int, at: Optional[int], most: int) -> Optional[list[str]]:
-    """The entries of ``log`` (its first at absolute position ``base``) from ``at`` on, or None (see
-    ``FleetState.touched_since``)."""
-    if at is None:
-        return None
-    end = base + len(log)
-    if not base <= at <= end or end - at > most:
-        return None
-    return log[at - base:]
