@@ -224,10 +224,11 @@ def fits(shapes: NodeShapes, demands: Sequence[tuple[PerPod, int]]) -> bool:
 
 def reserve(shapes: NodeShapes, demands: Sequence[tuple[PerPod, int]]) -> NodeShapes:
     """Book pods Atoll placed but the last report does not show yet (in-flight). Where the member
-    scheduler put them is unknown, so they go on the *largest* nodes first (worst fit): that keeps
-    the view from claiming a whole free node the pods may in fact be using. A pod that fits no
-    virtual node (the lower grade edges underestimate) takes the largest node left whole. Never
-    fails: the result is what is surely left."""
+    scheduler put them is unknown, so they go on the *largest* nodes first: that keeps the view from
+    claiming a whole free node the pods may in fact be using. The pods of one call fill the largest
+    node before the next (as a bin-packing member would; a spreading one may leave less on the
+    largest node: a heuristic, see docs/node-shapes.md, Limits). A pod that fits no virtual node
+    (the lower grade edges underestimate) takes the largest node left whole. Never fails."""
     buckets = list(shapes.nodes)
     order = _order(demands, shapes.resources)
     for i, (request, count) in enumerate(order):
