@@ -21,6 +21,7 @@ HOLD = st.tuples(st.just("hold"), st.integers(0, 1), POD, st.integers(1, 4))
 EVENT = st.one_of(HOLD, HOLD, HOLD,
                   st.tuples(st.just("rehold"), st.integers(0, 20), st.integers(0, 2)),
                   st.tuples(st.just("release"), st.integers(0, 20)),
+                  st.tuples(st.just("again"), st.integers(0, 20), st.integers(1, 3)),
                   st.tuples(st.just("start"), st.integers(0, 20)),
                   st.tuples(st.just("report"), st.integers(0, 1), REPORT),
                   st.tuples(st.just("dry run"), st.lists(st.integers(0, 20), min_size=1, max_size=3),
@@ -118,6 +119,14 @@ def test_the_kept_view_equals_the_rebuilt_view(reports: list, events: list) -> N
             state.release(job)
             job.placement = {names[event[2] % len(names)]: {"t": job.tasks[0].replicas}}
             state.hold(job)
+        elif event[0] == "again" and held:      # in flight, booked again where it is with more pods (FleetState.hold)
+            job = held[event[1] % len(held)]
+            (where, _), = (job.placement or {}).items()
+            if job.id in state.inflight(where):
+                task = job.tasks[0]
+                count = task.replicas + event[2]
+                job.tasks, job.placement = [Task("t", count, count, task.resources)], {where: {"t": count}}
+                state.hold(job)
         elif event[0] == "release" and held:
             state.release(held.pop(event[1] % len(held)))
         elif event[0] == "start" and held:     # its pods exist: the next report counts them, no longer in flight
