@@ -87,15 +87,19 @@ class NodeView:
     def _book_more(self, cluster: str, job: Job, fresh: bool) -> None:
         """``hold`` booked ``job`` on the cluster (``fresh``: it was not in flight there before, so it is the last
         in booking order): book its pods on the kept views, or drop those it changes (see ``nodes``)."""
+        if cluster not in self._shaped:
+            return                                  # no node view (None): nothing to book on
         flights = self._inflight[cluster]
         if not fresh:
             self._unbook(cluster, job.id)
             return
-        pods = job.placed_pods(cluster)
         booked = self._booked.get(cluster)
+        view = self._nodes.get(cluster)
+        if booked is None and view is None:
+            return
+        pods = job.placed_pods(cluster)
         if booked is not None and len(booked) == len(flights):          # complete before this job
             booked.append(reserve(booked[-1], pods) if pods else booked[-1])
-        view = self._nodes.get(cluster)
         if view is not None:
             if cluster not in self._gone and booked is not None and len(booked) == len(flights) + 1:
                 self._nodes[cluster] = booked[-1]                       # the same view
