@@ -87,8 +87,9 @@ class Claims:
     def dry_run_end(self, saved: int) -> None:
         self._credit_excess(-1)
         self.capacity_epoch = saved
-        # free capacity and excess are as before the dry run (its changes are undone, exact integers), and no
-        # room keeps what it saw inside one (engine.core.searchroom): its clusters need not count as touched
+        # free capacity and excess are as before the dry run (its changes are undone, exact integers), so are node
+        # views (a function of the state, NodeView.nodes), and no room keeps what it saw inside one
+        # (engine.core.searchroom): its clusters need not count as touched
         at = self._touched_at - self.touched_base
         if at >= 0:
             del self.touched[at:]
