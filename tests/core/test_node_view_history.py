@@ -16,7 +16,7 @@ from engine.model import Cluster, Job, JobState, Task
 from engine.resources import CPU, GPU
 from tests.plugins.test_node_fast_paths import ALLOCATABLE, GRADES, POD, hold
 
-REPORT = st.lists(st.integers(0, 3), min_size=9, max_size=9)
+REPORT = st.one_of(st.lists(st.integers(0, 3), min_size=9, max_size=9), st.just(None))    # None: no models
 HOLD = st.tuples(st.just("hold"), st.integers(0, 1), POD, st.integers(1, 4))
 EVENT = st.one_of(HOLD, HOLD, HOLD,
                   st.tuples(st.just("rehold"), st.integers(0, 20), st.integers(0, 2)),
@@ -28,8 +28,9 @@ EVENT = st.one_of(HOLD, HOLD, HOLD,
                             st.integers(0, 4)))
 
 
-def _cluster(name: str, counts: list[int], at: float = 0.0) -> Cluster:
-    return Cluster(name, allocatable=dict(ALLOCATABLE), node_shapes=shapes_of(GRADES, counts), status_time=at)
+def _cluster(name: str, counts: Optional[list[int]], at: float = 0.0) -> Cluster:
+    return Cluster(name, allocatable=dict(ALLOCATABLE), node_shapes=shapes_of(GRADES, counts) if counts else None,
+                   status_time=at)
 
 
 def _reference(state: FleetState, cluster: str) -> Optional[NodeShapes]:
