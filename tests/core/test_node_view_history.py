@@ -1,7 +1,7 @@
 """A cluster's node view is a function of the state, not of the path that led to it: the view kept and updated
 booking by booking (and the views kept after each in-flight job) equals the view defined by the report, the dry
-run's supposed-gone jobs and the in-flight jobs in booking order. Caches keyed on ``FleetState.touched`` (scores, rooms, FitIndex counts) rely on it: a dry
-run drops its touches because everything it changed is back as it was."""
+run's supposed-gone jobs and the in-flight jobs in booking order. Caches keyed on ``FleetState.touched`` (kept
+scores, rooms) rely on it: a dry run drops its touches because everything it changed is back as it was."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def test_a_release_rebuilds_the_view_the_bookings_would_give() -> None:
 @settings(max_examples=1000, deadline=None)
 @given(reports=st.lists(REPORT, min_size=1, max_size=2),
        events=st.lists(st.tuples(EVENT, st.integers(0, 2)), min_size=4, max_size=24))
-def test_the_kept_view_equals_the_rebuilt_view(reports: list, events: list) -> None:
+def test_the_kept_view_is_the_view_the_state_defines(reports: list, events: list) -> None:
     state = FleetState()
     names = [f"c{i}" for i in range(len(reports))]
     for name, counts in zip(names, reports):
