@@ -24,7 +24,6 @@ from engine.model import Cluster, Job, JobState, Queue
 from engine.resources import Resources, add_into, clamp_nonnegative, sub
 
 
-
 class FleetState(NodeView, Claims, TouchLog):
     def __init__(self) -> None:
         self.clusters: dict[str, Cluster] = {}
