@@ -94,17 +94,13 @@ class NodeView:
             self._unbook(cluster, job.id)
             return
         booked = self._booked.get(cluster)
-        view = self._nodes.get(cluster)
-        if booked is None and view is None:
-            return
-        pods = job.placed_pods(cluster)
         if booked is not None and len(booked) == len(flights):          # complete before this job
+            pods = job.placed_pods(cluster)
             booked.append(reserve(booked[-1], pods) if pods else booked[-1])
-        if view is not None:
-            if cluster not in self._gone and booked is not None and len(booked) == len(flights) + 1:
-                self._nodes[cluster] = booked[-1]                       # the same view
-            else:
-                self._nodes[cluster] = reserve(view, pods) if pods else view
+            if cluster in self._nodes and cluster not in self._gone:
+                self._nodes[cluster] = booked[-1]                       # the kept view: the same one
+                return
+        self._nodes.pop(cluster, None)      # a dry run's supposed view, or none kept: built when next asked
 
     def _unbook(self, cluster: str, job_id: str) -> None:
         """The in-flight job ``job_id`` on the cluster is released or booked anew (call while it is still in

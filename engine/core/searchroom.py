@@ -197,7 +197,6 @@ class Room:
         return True
 
 
-
 def _covers(state: FleetState, cluster: str, coming: Resources, freed: Resources, need: Resources) -> bool:
     """The search's own test once free capacity (clamped at 0) says the need is covered: free before clamping
     (an over-committed cluster's negative amounts count, ``FleetState.unclamped_free``) plus ``coming`` plus
