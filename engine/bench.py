@@ -249,5 +249,40 @@ def run_churn(shape: BenchShape, pipeline_factory: Callable[[], Pipeline], polic
     }
 
 
+def repeated(run: Callable[[], dict[str, Any]], times: int) -> dict[str, Any]:
+    """``run`` ``times`` times (each builds its own engine): the result of the run whose ``cycle_cpu_ms`` (or
+    ``cycle_cpu_ms_p50``) is the median, with each timing (a key with ``_ms``) also as ``<key>_runs``, every run's
+    value in order, so one command gives the spread on a shared machine. Everything else is a decision or a
+    count, the same in every run: a difference raises ValueError naming the field (the engine is deterministic)."""
+    if times < 1:
+        raise ValueError(f"--repeat must be at least 1, got {times}")
+    runs = [run() for _ in range(times)]
+    if times == 1:
+        return runs[0]
+    first = runs[0]
+    for i, other in enumerate(runs[1:], start=2):
+        for key, value in first.items():
+            if not _timing(key) and key not in _VARYING and other.get(key) != value:
+                raise ValueError(f"bench runs disagree on {key}: {value!r} in run 1, {other.get(key)!r} in run {i}")
+    rank = "cycle_cpu_ms" if "cycle_cpu_ms" in first else "cycle_cpu_ms_p50"
+    order = sorted(range(times), key=lambda i: (runs[i].get(rank) is None, runs[i].get(rank) or 0.0))
+    median = dict(runs[order[(times - 1) // 2]])
+    out: dict[str, Any] = {"repeat": times}
+    for key, value in median.items():
+        out[key] = value
+        if _timing(key):
+            out[f"{key}_runs"] = [r.get(key) for r in runs]
+    out["load_average"] = runs[-1]["load_average"]
+    return out
+
+
+_VARYING = frozenset(("load_average",))
+"""Keys other than timings that may differ between runs."""
+
+
+def _timing(key: str) -> bool:
+    return key.endswith("_ms") or "_ms_" in key
+
+
 def _rounded(value: Optional[float]) -> Optional[float]:
     return None if value is None else round(value, 2)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from engine._data import data_path
-from engine.bench import BenchShape, run_bench, run_churn
+from engine.bench import BenchShape, repeated, run_bench, run_churn
 from engine.commands.output import add_output, emit
 from engine.pipeline import Pipeline
 
@@ -26,6 +27,9 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
                              "examinations per cycle after each finish")
     parser.add_argument("--finishes", type=int, default=200, help="finishes timed with --churn (default 200)")
     parser.add_argument("--policy", type=Path, default=DEFAULT_POLICY, help="policy file (default policies/default.yaml)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run N times, each on a fresh engine: the median run (by cycle CPU) with every run's "
+                             "timings as <key>_runs; decisions must agree (default 1)")
     add_output(parser, ("json", "yaml"), "json")
     parser.set_defaults(func=_run)
 
@@ -39,9 +43,16 @@ def _run(args: argparse.Namespace) -> int:
         return load_policy(args.policy).pipeline
 
     shape = BenchShape(args.jobs, args.queues, args.clusters, args.seed, args.node_shapes)
-    if args.churn:
-        result = run_churn(shape, factory, policy.name, args.finishes)
-    else:
-        result = run_bench(shape, factory, policy.name)
+    if args.repeat < 1:
+        print(f"atoll bench: --repeat must be at least 1, got {args.repeat}", file=sys.stderr)
+        return 2
+    try:
+        if args.churn:
+            result = repeated(lambda: run_churn(shape, factory, policy.name, args.finishes), args.repeat)
+        else:
+            result = repeated(lambda: run_bench(shape, factory, policy.name), args.repeat)
+    except ValueError as exc:            # runs that decided differently: a bug worth reporting, not a figure
+        print(f"atoll bench: {exc}", file=sys.stderr)
+        return 1
     emit(result, args.output)
     return 0
