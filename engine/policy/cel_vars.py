@@ -192,6 +192,9 @@ def sample_activations(variables: Sequence[str]) -> list[dict[str, Any]]:
 K = TypeVar("K", bound=Hashable)
 
 
+_MISSING: Any = object()
+
+
 class CelCache(Generic[K]):
     """Results of one expression keyed by what its inputs were built from (e.g. ``(job.id,
     job.generation)``), so re-examining an unchanged job costs a dict lookup, not an evaluation."""
@@ -201,10 +204,9 @@ class CelCache(Generic[K]):
         self._limit = limit
 
     def get(self, key: K, compute: Callable[[], Any]) -> Any:
-        try:
-            return self._values[key]
-        except KeyError:
-            pass
+        value = self._values.get(key, _MISSING)      # no KeyError: a new job's first asks all miss
+        if value is not _MISSING:
+            return value
         if len(self._values) >= self._limit:
             self._values.clear()          # stale generations pile up otherwise; recomputing is cheap enough
         value = self._values[key] = compute()
