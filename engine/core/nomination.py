@@ -25,6 +25,9 @@ DRY_RUNS_PER_CYCLE = 512
 """Preemption dry runs one cycle may spend; refused jobs left without one look again at the next capacity
 change (the evictions issued this cycle make one)."""
 
+_COMING_MAX = 65536
+"""``Preemptions._coming`` keeps at most this many keys (then starts again: a hint, not a verdict)."""
+
 STANDINGS_MAX = 1024
 """Rule scopes whose Standing is kept for the current state (bounds memory; engine.core.running)."""
 
@@ -51,6 +54,9 @@ class Preemptions:
         # keys (see _key) of jobs that found no eligible victim at all this cycle: within a cycle capacity
         # and candidates only shrink, so a job with the same key finds none either
         self._hopeless: set[Hashable] = set()
+        # keys whose last search ended "fits in what evictions under way free": their next search asks that first
+        # (VictimSearch's expect_coming), without walking the candidates to its first dry run again
+        self._coming: set[Hashable] = set()
         self._keys: dict[str, tuple[Job, int, int, str, Optional[Hashable]]] = {}    # per job version
         # what rules of equal scopes make of each queue, shared by the searches of one state (engine.core.running)
         self._standings: dict[Hashable, Standing] = {}
@@ -60,6 +66,7 @@ class Preemptions:
         self.pipeline = pipeline
         self.running = RunningIndex()
         self._keys.clear()
+        self._coming.clear()
         self._standings.clear()
         self._standings_at = (-1, -1)
         self._parked.clear()
@@ -126,8 +133,16 @@ class Preemptions:
             return protect(preemptor=preemptor, victim=victim, rule=rule, state=state, now=now)
 
         search = VictimSearch(state, self.running, fit, protected, now, self._dry_runs,
-                              self.pipeline.fitting_clusters_only, self._standing if self.park else None)
+                              self.pipeline.fitting_clusters_only, self._standing if self.park else None,
+                              key is not None and key in self._coming)
         found = search.run(job, rules)
+        if key is not None:
+            if found is not None and not found.victims:
+                if len(self._coming) >= _COMING_MAX:
+                    self._coming.clear()
+                self._coming.add(key)
+            else:
+                self._coming.discard(key)
         if found is None:
             if key is not None and search.hopeless and search.protected_until is None:
                 self._hopeless.add(key)

@@ -27,7 +27,10 @@ module applies the rules every policy shares:
   clusters could hold its minimum with what evictions under way free beyond their claims).
 * **Waits for evictions under way.** A job that would fit in what earlier evictions free beyond
   their preemptors' claims gets no victim of its own (asked in a dry run that found victims: a
-  search that finds none returns None either way).
+  search that finds none returns None either way). A search told that its key's last search
+  ended so (``VictimSearch(..., expect_coming=True)``) asks that first, before walking any candidate; a
+  yes is charged to the budget as that dry run would have been, a no costs nothing and the walk
+  goes on as usual (without asking it again: the state is the same at every step of a search).
 """
 
 from __future__ import annotations
@@ -96,8 +99,11 @@ class VictimSearch:
 
     def __init__(self, state: FleetState, index: RunningIndex, fit: Fit, protect: Protect, now: float,
                  budget: Optional[list[int]] = None, one_cluster: bool = False,
-                 standings: Optional[Callable[[PreemptRule], Optional[Standing]]] = None) -> None:
+                 standings: Optional[Callable[[PreemptRule], Optional[Standing]]] = None,
+                 expect_coming: bool = False) -> None:
         self.state = state
+        # the key's last search ended "fits in what evictions under way free": ask that first (see ``_coming``)
+        self.expect_coming = expect_coming
         self.standings = standings     # a rule's Standing shared with earlier searches of an equal scope (running.py)
         # the place stage places a job only where its gang minimum fits whole (Pipeline.fitting_clusters_only):
         # the fleet-wide dry run can then only succeed where one cluster could hold the minimum
@@ -116,11 +122,16 @@ class VictimSearch:
         # cut, a guarantee floor (ancestors' usage), or the budget
         self.volatile = False
         self.tried = False             # a dry run ran (its outcome read the whole fleet state)
+        self.not_coming = False        # asked first (expect_coming): the job does not fit in what is coming
         # per rule searched without a dry run: (the rule, what its chosen candidates free per cluster, how many
         # were chosen) (engine.core.searchroom)
         self.rooms: list[tuple[PreemptRule, dict[str, Resources], int]] = []
 
     def run(self, job: Job, rules: list[PreemptRule]) -> Optional[Found]:
+        if self.expect_coming and rules:
+            found = self._coming(job, rules[0])
+            if found is not None:
+                return found
         for rule in rules:
             found = self._search(job, rule)
             if found is not None:
@@ -224,6 +235,26 @@ class VictimSearch:
             return False
         return self.protect(job, victim, rule) is None
 
+    def _coming(self, job: Job, rule: PreemptRule) -> Optional[Found]:
+        """Before any candidate: does ``job`` fit in what evictions under way free beyond their claims? Yes:
+        no victim of its own, charged as the dry run that would have said so. No: nothing charged, nothing
+        else learnt (the walk then never asks it again)."""
+        state = self.state
+        if self.budget[0] <= 0 or not state.freeing(job.min_demand):
+            return None                # the walk's first dry run decides, as without the hint
+        saved = state.dry_run_begin()
+        try:
+            placement = self.fit(job)
+        finally:
+            state.dry_run_end(saved)
+        if placement is None:
+            self.not_coming = True
+            return None
+        self.budget[0] -= 1
+        self.dry_runs += 1
+        self.tried = True
+        return Found((), placement, rule)
+
     def _try(self, job: Job, victims: list[Job], rule: PreemptRule) -> Optional[Found]:
         """Dry run: without ``victims``, does ``job`` fit? Then give back every victim it does not need."""
         state = self.state
@@ -233,7 +264,7 @@ class VictimSearch:
         self.budget[0] -= 1
         self.dry_runs += 1
         self.tried = True
-        coming_first = bool(victims) and state.freeing(job.min_demand)
+        coming_first = bool(victims) and not self.not_coming and state.freeing(job.min_demand)
         saved = state.dry_run_begin()
         gone: list[Job] = []
         try:

@@ -275,3 +275,48 @@ def test_a_job_like_one_that_found_no_victim_this_cycle_does_not_search_again() 
         core.VictimSearch.run = original      # type: ignore[method-assign]
     assert searches == ["higher", "peer0"]    # peer1 and peer2 share peer0's key: no search
     assert [p.victims for p in result.preemptions] == [("low",)]
+
+
+def test_a_key_that_fitted_in_what_evictions_free_asks_that_first_next_time() -> None:
+    """p1 evicts an 8-cpu victim for 4 cpu: 4 more are coming free on m1. p2, of p1's key, meets a candidate on
+    m2 whose eviction would make room there, but its dry run finds it fits in what is coming: no victim of its own.
+    At its next search, while that eviction is still under way, it asks that first and walks no candidate (one
+    dry run charged, as before); once the victim is gone, its search walks and evicts as without the hint."""
+    from engine.core import nomination
+    from engine.core import preempt as core
+
+    engine = make({})
+    fleet(engine, m1=8, m2=4)
+    run(engine, job("big-low", 8), {"m1": 1})
+    run(engine, job("other-low", 4, priority=1), {"m2": 1})       # after big-low in victim order
+    report(engine, "m1", 1.0)
+    report(engine, "m2", 1.0)
+    searches: list[tuple[str, int, int, tuple[str, ...]]] = []
+    original = core.VictimSearch.run
+
+    def counting(self: core.VictimSearch, j: Job, rules: list[core.PreemptRule]) -> Optional[core.Found]:
+        found = original(self, j, rules)
+        searches.append((j.id, self.visited, self.dry_runs, tuple(v.id for v in found.victims) if found else ()))
+        return found
+
+    core.VictimSearch.run = counting          # type: ignore[method-assign]
+    try:
+        engine.submit(job("p1", 4, priority=5))
+        engine.submit(job("p2", 4, priority=5))
+        first = engine.cycle(10.0)
+        assert [p.victims for p in first.preemptions] == [("big-low",)]
+        assert searches == [("p1", 1, 1, ("big-low",)), ("p2", 1, 1, ())]     # p2 fits in what is coming
+        del searches[:]
+        engine.upsert_cluster(cluster("m3", cpu="1"))     # a capacity change: p2 is looked at again
+        second = engine.cycle(11.0)
+        assert second.preemptions == [] and second.admitted == []
+        assert searches == [("p2", 0, 1, ())]     # asked first: no candidate walked, one dry run charged
+        assert engine._preempt._dry_runs[0] == nomination.DRY_RUNS_PER_CYCLE - 1
+        del searches[:]
+        engine.evicted("big-low", 12.0)           # gone, and p1's: nothing is coming free beyond p1's claim now
+        third = engine.cycle(12.0)
+    finally:
+        core.VictimSearch.run = original      # type: ignore[method-assign]
+    assert third.admitted == []               # the member still reports big-low's pods until its next report
+    assert [p.victims for p in third.preemptions] == [("other-low",)]      # p2 walks and takes its own victim
+    assert [s[0] for s in searches] == ["p2"] and searches[0][1] >= 1
