@@ -262,11 +262,11 @@ def repeated(run: Callable[[], dict[str, Any]], times: int) -> dict[str, Any]:
     first = runs[0]
     for i, other in enumerate(runs[1:], start=2):
         for key, value in first.items():
-            if not _timing(key) and key not in _VARYING and other.get(key) != value:
+            if not _timing(key) and key != "load_average" and other.get(key) != value:
                 raise ValueError(f"bench runs disagree on {key}: {value!r} in run 1, {other.get(key)!r} in run {i}")
     rank = "cycle_cpu_ms" if "cycle_cpu_ms" in first else "cycle_cpu_ms_p50"
-    order = sorted(range(times), key=lambda i: (runs[i].get(rank) is None, runs[i].get(rank) or 0.0))
-    median = dict(runs[order[(times - 1) // 2]])
+    order = sorted(runs, key=lambda r: (r[rank] is None, r[rank] or 0.0))     # None: a churn run without finishes
+    median = order[(times - 1) // 2]
     out: dict[str, Any] = {"repeat": times}
     for key, value in median.items():
         out[key] = value
@@ -274,10 +274,6 @@ def repeated(run: Callable[[], dict[str, Any]], times: int) -> dict[str, Any]:
             out[f"{key}_runs"] = [r.get(key) for r in runs]
     out["load_average"] = runs[-1]["load_average"]
     return out
-
-
-_VARYING = frozenset(("load_average",))
-"""Keys other than timings that may differ between runs."""
 
 
 def _timing(key: str) -> bool:
