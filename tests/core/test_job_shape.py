@@ -33,3 +33,48 @@ def test_shape_is_the_tasks_tuple_and_equal_shapes_are_one_object(specs: list, c
         if not clear:
             assert again is j.shape
             assert seen.setdefault(straight, j.shape) is j.shape
+
+
+def straight_sum(tasks: list[Task], count: str) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for t in tasks:
+        for name, amount in t.resources.items():
+            if amount * getattr(t, count):
+                total[name] = total.get(name, 0) + amount * getattr(t, count)
+    return total
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(TASK, max_size=3), min_size=1, max_size=6), st.booleans())
+def test_derived_values_are_the_tasks_and_shared_per_shape(specs: list, clear: bool) -> None:
+    """``demand``, ``min_demand``, ``pods``, ``min_pods`` are what the tasks say, whatever was computed before
+    (and after the tables are cleared); jobs of one shape share one object for each."""
+    first: dict[tuple, Job] = {}
+    for n, tasks in enumerate(specs):
+        if clear:
+            model._SHAPES.clear()
+            for values in model._BY_SHAPE.values():
+                values.clear()
+        j = job(n, tasks)
+        assert j.demand == straight_sum(j.tasks, "replicas")
+        assert j.min_demand == straight_sum(j.tasks, "min_available")
+        assert j.pods == model.pods_of((t.resources, t.replicas) for t in j.tasks)
+        assert j.min_pods == model.pods_of((t.resources, t.min_available) for t in j.tasks)
+        other = first.setdefault(j.shape, j)
+        if not clear and other is not j:
+            assert all(getattr(j, name) is getattr(other, name) for name in ("demand", "min_demand", "pods", "min_pods"))
+
+
+def test_a_job_keeps_its_own_fields_only() -> None:
+    """Slots: a job takes no attribute of a plugin's (CONTRIBUTING.md), and a changed copy derives its own values."""
+    import dataclasses
+
+    import pytest
+    j = job(1, [("a", 2, 1, {CPU: 1000})])
+    with pytest.raises(AttributeError):
+        j.mine = 1          # type: ignore[attr-defined]
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        j.nothing           # type: ignore[attr-defined]  # noqa: B018
+    assert j.demand == {CPU: 2000}
+    bigger = dataclasses.replace(j, tasks=[Task("a", 4, 1, {CPU: 1000})])
+    assert bigger.demand == {CPU: 4000} and bigger.min_demand == {CPU: 1000} and j.demand == {CPU: 2000}
