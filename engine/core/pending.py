@@ -42,7 +42,8 @@ class PendingBooks:
             group = self._backlog.group(job.id) if self._keyed else None
             if group is not None and group.reason != refusal.reason:
                 self._quiet.remove(group)
-                group.reason = refusal.reason if len(group.entries) == 1 else None
+                # a group not shared holds its one job: no look at its entries (cold, one per pending job)
+                group.reason = refusal.reason if not group.shared or len(group.entries) == 1 else None
         if refusal.retry_at is not None:
             heapq.heappush(self._timers, (refusal.retry_at, job.id))
 
