@@ -62,7 +62,8 @@ def test_derived_values_are_the_tasks_and_shared_per_shape(specs: list, clear: b
         assert j.min_pods == model.pods_of((t.resources, t.min_available) for t in j.tasks)
         other = first.setdefault(j.shape, j)
         if not clear and other is not j:
-            assert all(getattr(j, name) is getattr(other, name) for name in ("demand", "min_demand", "pods", "min_pods"))
+            for name in ("demand", "min_demand", "pods", "min_pods"):
+                assert getattr(j, name) is getattr(other, name)
 
 
 def test_a_job_keeps_its_own_fields_only() -> None:
