@@ -13,7 +13,7 @@ to one evaluation per job version, keyed on (id, generation, attempts, queue).
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Hashable, Optional
+from typing import Any, Callable, Hashable, Mapping, Optional
 
 from engine.policy.cel import CelExpression, CelRuntimeError, to_cel
 from engine.policy.cel_vars import VARIABLES, CelCache, job_vars
@@ -87,15 +87,42 @@ def map_keys_read(text: str, field: str, variable: str = "job") -> Optional[froz
     return frozenset(keys)
 
 
+_MAPS: dict[str, Callable[[Job], Mapping[str, str]]] = {"labels": lambda j: j.labels,
+                                                       "annotations": lambda j: j.annotations}
+"""The maps of ``MAP_FIELDS`` as the job holds them, read in place by a key (``FIELDS`` copies them for CEL)."""
+
+_SCALARS = frozenset({"name", "namespace", "kind", "queue", "priority", "priorityClassName", "submitTime",
+                      "attempts", "replicas", "minAvailable", "gpus"})
+"""Fields of ``FIELDS`` whose value is a string or a number: hashable as they are (``freeze`` would return them)."""
+
+
 def map_key_getter(field: str, keys: frozenset[str]) -> Callable[[Job], Hashable]:
     """A key part for ``job.<field>`` that holds only ``keys`` (a missing key is None: label values are strings)."""
-    getter = FIELDS[field]
+    raw = _MAPS[field]
     ordered = tuple(sorted(keys))
+    if len(ordered) == 1:
+        only = ordered[0]
+
+        def one(job: Job) -> Hashable:
+            return ((only, raw(job).get(only)),)
+        return one
 
     def part(job: Job) -> Hashable:
-        values = getter(job)
-        return tuple((k, values.get(k)) for k in ordered)
+        values = raw(job)
+        return tuple([(k, values.get(k)) for k in ordered])
     return part
+
+
+def key_getter(text: str, field: str) -> Callable[[Job], Hashable]:
+    """The part of ``job.<field>`` in the key of a result of the expression ``text``: the map keys it reads when
+    that is all it reads of the map (``map_keys_read``), else the field's value made hashable (``freeze``)."""
+    keys = map_keys_read(text, field) if field in MAP_FIELDS else None
+    if keys is not None:
+        return map_key_getter(field, keys)
+    getter = FIELDS[field]
+    if field in _SCALARS:
+        return getter
+    return lambda job: freeze(getter(job))
 
 
 def freeze(value: Any) -> Hashable:
@@ -119,11 +146,9 @@ class JobCel:
         known = set(VARIABLES["job"]) & set(FIELDS)
         self.fields: Optional[tuple[str, ...]] = tuple(sorted(fields)) \
             if fields is not None and fields <= known else None
-        # labels / annotations read only through literal keys: the key holds those keys' values, not the map
-        self._parts: dict[str, Callable[[Job], Hashable]] = {}
-        for name in self.fields or ():
-            if name in MAP_FIELDS and (keys := map_keys_read(expression.text, name)) is not None:
-                self._parts[name] = map_key_getter(name, keys)
+        # the key: what the expression reads of each field (of labels / annotations, maybe a few keys only);
+        # the values CEL sees are built only when a key is new
+        self._key_parts = [key_getter(expression.text, name) for name in self.fields or ()]
         self._results: CelCache[Hashable] = CelCache()
         if share is not None:
             shared: dict[tuple[str, Optional[tuple[str, ...]]], CelCache[Hashable]] = \
@@ -133,14 +158,13 @@ class JobCel:
 
     def evaluate(self, job: Job) -> tuple[Any, str]:
         """(value, '') or (None, error message); cached per distinct input."""
-        if self.fields is None:
-            key: Hashable = ("job", job.id, job.generation, job.attempts, job.queue)
-            activation = job_vars(job)
-        else:
-            activation = {name: FIELDS[name](job) for name in self.fields}
-            key = tuple(self._parts[name](job) if name in self._parts else freeze(activation[name])
-                        for name in self.fields)
-        result: tuple[Any, str] = self._results.get(key, lambda: self._run(activation))
+        fields = self.fields
+        if fields is None:
+            result: tuple[Any, str] = self._results.get(("job", job.id, job.generation, job.attempts, job.queue),
+                                                        lambda: self._run(job_vars(job)))
+            return result
+        key = tuple([part(job) for part in self._key_parts])
+        result = self._results.get(key, lambda: self._run({name: FIELDS[name](job) for name in fields}))
         return result
 
     def _run(self, activation: dict[str, Any]) -> tuple[Any, str]:

@@ -27,25 +27,10 @@ from engine.policy.cel import CelExpression, CelRuntimeError, to_cel
 from engine.policy.cel_vars import CelCache, cluster_vars, job_vars
 from engine.core.state import FleetState
 from engine.model import Cluster, Job
-from plugins._celjob import FIELDS, MAP_FIELDS, freeze, map_key_getter, map_keys_read, referenced_fields
+from plugins._celjob import FIELDS, key_getter, referenced_fields
 
 def _frozen(mapping: dict[str, Any]) -> frozenset[tuple[str, Any]]:
     return frozenset(mapping.items())
-
-
-def _frozen_field(getter: Callable[[Job], Any], job: Job) -> Hashable:
-    return freeze(getter(job))
-
-
-# the job fields' values come from _celjob.FIELDS (kept equal to job_vars by a test), made hashable
-_JOB_FIELDS: dict[str, Callable[[Job], Hashable]] = {name: partial(_frozen_field, getter)
-                                                      for name, getter in FIELDS.items()}
-
-
-def _job_getter(text: str, field: str) -> Callable[[Job], Hashable]:
-    """The field's part of the job key: only the map keys the expression reads, when that is all it reads."""
-    keys = map_keys_read(text, field) if field in MAP_FIELDS else None
-    return _JOB_FIELDS[field] if keys is None else map_key_getter(field, keys)
 
 
 class PairCel:
@@ -54,9 +39,9 @@ class PairCel:
     def __init__(self, expression: CelExpression) -> None:
         self.expression = expression
         job_fields = referenced_fields(expression.text, "job")
-        if job_fields is not None and not job_fields <= set(_JOB_FIELDS):
+        if job_fields is not None and not job_fields <= set(FIELDS):    # kept equal to job_vars by a test
             job_fields = None
-        self._job_getters = None if job_fields is None else [(f, _job_getter(expression.text, f))
+        self._job_getters = None if job_fields is None else [key_getter(expression.text, f)
                                                              for f in sorted(job_fields)]
         cluster_fields = referenced_fields(expression.text, "cluster")
         self.uses_free = cluster_fields is None or "free" in cluster_fields
@@ -76,7 +61,7 @@ class PairCel:
     def job_key(self, job: Job) -> Hashable:
         if self._job_getters is None:
             return ("job", job.id, job.generation, job.attempts)
-        return tuple(getter(job) for _, getter in self._job_getters)
+        return tuple([getter(job) for getter in self._job_getters])
 
     def cluster_key(self, cluster: Cluster, state: FleetState) -> Hashable:
         if self.reads_labels_only:          # what it reads, not the object: a status report makes a new one

@@ -158,18 +158,19 @@ def test_a_cluster_removed_and_added_again_is_evaluated_again() -> None:
 
 
 def test_job_key_getters_cover_every_cel_job_field_with_the_same_values() -> None:
+    """The key part of a field read whole (``key_getter``: scalars as they are, the rest frozen) is the frozen
+    value CEL sees, and hashable."""
     from engine.policy.cel_vars import VARIABLES, job_vars
-    from plugins._celpair import _JOB_FIELDS
+    from plugins._celjob import FIELDS, freeze, key_getter
 
-    assert set(_JOB_FIELDS) == set(VARIABLES["job"])
+    assert set(FIELDS) == set(VARIABLES["job"])
     j = job("j", task("a", 3, 2, cpu="1", nvidia_com_gpu="1"), task("b", 1, cpu="500m"),
             labels={"tier": "prod"}, annotations={"x": "y"})
     j.attempts, j.priority, j.submit_time = 2, 7, 3.5
     plain = job_vars(j)
 
-    from plugins._celjob import freeze
-
-    for name, getter in _JOB_FIELDS.items():
+    for name in FIELDS:
+        getter = key_getter(f"size(job.{name}) > 0", name)      # read whole, not through literal keys
         assert getter(j) == freeze(plain[name]), name
         hash(getter(j))
 
