@@ -67,8 +67,8 @@ class PriorityPreemption(Plugin):
         return value
 
     def verdict_key(self, job: Job) -> Optional[Hashable]:
-        return (self.rank(job), job.queue, job.preempted_by, tuple(sorted(job.demand.items())),
-                tuple(sorted(job.min_demand.items())))
+        # job.shape: the demand and the gang minimum (one shared tuple, nothing sorted or built per job)
+        return (self.rank(job), job.queue, job.preempted_by, job.shape)
 
     def verdict_reads(self, job: Job, state: FleetState) -> Optional[tuple[Hashable, ...]]:
         return (("queues",),)         # the rule reads queues' priorities (engine.core.searchwake)

@@ -62,8 +62,7 @@ class Reclaim(Plugin):
         self.lower_only = self.config["victimPriority"] == "lower"
 
     def verdict_key(self, job: Job) -> Optional[Hashable]:
-        return (job.queue, tuple(sorted(job.demand.items())), tuple(sorted(job.min_demand.items())), job.priority,
-                job.preempted_by)
+        return (job.queue, job.shape, job.priority, job.preempted_by)   # job.shape: the demand and the gang minimum
 
     def verdict_reads(self, job: Job, state: FleetState) -> Optional[tuple[Hashable, ...]]:
         # the rule reads the queues (guarantees, reclaimable, parents) and its queue line's usage; a victim
