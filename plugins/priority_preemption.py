@@ -27,7 +27,6 @@ from engine.hookspecs import hookimpl
 from engine.model import Job
 from engine.plugin import Plugin
 from engine.policy.cel import CelCompiler
-from engine.policy.cel_vars import CelCache
 from plugins._celjob import JobCel
 from plugins._placeutil import configure
 from plugins._protections import Protections
@@ -52,19 +51,13 @@ class PriorityPreemption(Plugin):
         if text.strip() != _PLAIN:
             compiler = cel if cel is not None else CelCompiler()
             self.expression = JobCel(compiler.compile(text, f"{self.where}.priority", ("job",), "int"), compiler)
-        self._cache: CelCache[tuple[str, int, int, str]] = CelCache()
 
     def rank(self, job: Job) -> int:
         """The effective priority (a CEL runtime error falls back to ``job.priority``)."""
         if self.expression is None:
             return job.priority
-        expression = self.expression
-
-        def evaluate() -> int:
-            value, error = expression.evaluate(job)
-            return job.priority if error else int(value)
-        value: int = self._cache.get((job.id, job.generation, job.attempts, job.queue), evaluate)
-        return value
+        value, error = self.expression.evaluate(job)
+        return job.priority if error else int(value)
 
     def verdict_key(self, job: Job) -> Optional[Hashable]:
         # job.shape: the demand and the gang minimum (one shared tuple, nothing sorted or built per job)
