@@ -103,7 +103,8 @@ class Entries:
 class Group:
     """The pending jobs of one queue with one verdict key, in order."""
 
-    __slots__ = ("queue", "key", "shared", "shape", "entries", "head", "reason", "parked", "counted", "searches")
+    __slots__ = ("queue", "key", "shared", "shape", "entries", "size", "head", "reason", "parked", "counted",
+                 "searches")
 
     def __init__(self, queue: str, key: Hashable, shared: bool, shape: Hashable) -> None:
         self.queue = queue
@@ -111,6 +112,7 @@ class Group:
         self.shared = shared             # False: a group of one job, whose refusals are never handed on
         self.shape = shape               # its jobs' Job.shape (the verdict key includes it)
         self.entries = Entries()
+        self.size = 0                    # len(entries), read where the entries are not (Engine._block)
         self.head: Optional[Entry] = None      # entries[0], kept (a SortedList index is slow)
         self.reason: Optional[str] = ""  # the pending reason all its jobs have; None when they differ
         self.parked: Optional[tuple[Signature, Refusal]] = None   # refused while these reads had these values
@@ -142,6 +144,7 @@ class Backlog:
                 group.reason = None
         entry = (job.sort_key, job.seq, job.id)
         group.entries.add(entry)
+        group.size = len(group.entries)
         if group.head is None or entry < group.head:
             group.head = entry
         self._group_of[job.id] = group
@@ -152,6 +155,7 @@ class Backlog:
             return
         entry = (job.sort_key, job.seq, job.id)
         group.entries.discard(entry)
+        group.size = len(group.entries)
         if entry == group.head:
             group.head = group.entries[0] if group.entries else None
         if not group.entries:

@@ -229,6 +229,10 @@ def reserve(shapes: NodeShapes, demands: Sequence[tuple[PerPod, int]]) -> NodeSh
     node before the next (as a bin-packing member would; a spreading one may leave less on the
     largest node: a heuristic, see docs/node-shapes.md, Limits). A pod that fits no virtual node
     (the lower grade edges underestimate) takes the largest node left whole. Never fails."""
+    if len(demands) == 1:
+        one = _reserve_one(shapes, demands[0])
+        if one is not None:
+            return one
     buckets = list(shapes.nodes)
     order = _order(demands, shapes.resources)
     for i, (request, count) in enumerate(order):
@@ -243,6 +247,40 @@ def reserve(shapes: NodeShapes, demands: Sequence[tuple[PerPod, int]]) -> NodeSh
             if n > gone:
                 buckets.append((vec, n - gone))
     return NodeShapes.of(buckets, shapes.resources, shapes.karmada_defaults)
+
+
+def _reserve_one(shapes: NodeShapes, demand: tuple[PerPod, int]) -> Optional[NodeShapes]:
+    """``reserve`` of one pod shape when every pod finds a node (None otherwise: ``reserve``'s own loop takes
+    whole nodes for the rest): the same first fit from the largest node down, without the general path's
+    ordering and copies (one booking per admission on a cluster with node shapes: the common call)."""
+    per_pod, count = demand
+    request = _graded(per_pod, shapes.resources)
+    if not request or count <= 0:
+        return shapes
+    nodes = shapes.nodes
+    out: list[tuple[Vector, int]] = []
+    i = len(nodes)
+    while count and i:
+        i -= 1
+        vec, n = nodes[i]
+        each = _per_node(vec, request)
+        if not each:
+            out.append((vec, n))
+            continue
+        full = min(n, count // each)
+        if full:
+            out.append((_sub(vec, request, each), full))
+            count -= full * each
+        rest = n - full
+        if rest and count:                      # one node takes the remainder
+            out.append((_sub(vec, request, count), 1))
+            count = 0
+            rest -= 1
+        if rest:
+            out.append((vec, rest))
+    if count:
+        return None
+    return NodeShapes.of((*nodes[:i], *out), shapes.resources, shapes.karmada_defaults)
 
 
 def _fill(buckets: list[tuple[Vector, int]], request: Vector, count: int,

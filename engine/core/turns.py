@@ -148,6 +148,8 @@ class QueueTurns:
         passed whole, changes nothing: each job would get the refusal it already shows."""
         if not source.whole:
             return False
+        if source.quiet is None and not self._quiet.count.get(name):
+            return False                  # no group of the queue counted: quiet() says no, in any state
         version = self._version()
         if source.quiet == version:
             return True

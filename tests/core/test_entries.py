@@ -44,3 +44,28 @@ def test_entries_become_a_sorted_list_past_small() -> None:
         entries.add(((0,), seq, f"ns/j{seq}"))
         assert isinstance(entries._items, list) == (len(entries) <= backlog._SMALL)
     assert [e[1] for e in entries] == list(range(1, backlog._SMALL + 2))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(("add", "add", "remove")), st.integers(0, 40), st.integers(0, 2)),
+                max_size=120))
+def test_a_groups_size_is_its_entries_count(ops: list) -> None:
+    """``Group.size`` (read by ``Engine._block`` instead of the cold entries) is ``len(entries)`` after any
+    sequence of jobs joining and leaving groups, shared groups and groups of one alike."""
+    from engine.core.backlog import Backlog
+    from engine.model import Job, Task
+
+    books, jobs = Backlog(), {}
+    for op, n, key in ops:
+        job_id = f"ns/j{n}"
+        if op == "add" and job_id not in books:
+            job = jobs[job_id] = Job(id=job_id, name=f"j{n}", namespace="ns", queue="q", submit_time=float(n),
+                                     tasks=[Task("w", 1, 1, {"cpu": 1000})])
+            job.sort_key, job.seq = (n % 3,), n
+            books.add(job, None if key == 0 else key)       # None: a group of its own
+        elif op == "remove" and job_id in jobs:
+            books.remove(jobs.pop(job_id))
+        for groups in books.queues.values():
+            for group in groups.values():
+                assert group.size == len(group.entries) > 0
+    assert sum(g.size for groups in books.queues.values() for g in groups.values()) == len(jobs)
