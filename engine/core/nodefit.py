@@ -262,22 +262,8 @@ def _reserve_one(shapes: NodeShapes, demand: tuple[PerPod, int]) -> Optional[Nod
     i = len(nodes)
     while count and i:
         i -= 1
-        vec, n = nodes[i]
-        each = _per_node(vec, request)
-        if not each:
-            out.append((vec, n))
-            continue
-        full = min(n, count // each)
-        if full:
-            out.append((_sub(vec, request, each), full))
-            count -= full * each
-        rest = n - full
-        if rest and count:                      # one node takes the remainder
-            out.append((_sub(vec, request, count), 1))
-            count = 0
-            rest -= 1
-        if rest:
-            out.append((vec, rest))
+        parts, count = _split(*nodes[i], request, count)
+        out.extend(parts)
     if count:
         return None
     return NodeShapes.of((*nodes[:i], *out), shapes.resources, shapes.karmada_defaults)
@@ -292,25 +278,31 @@ def _fill(buckets: list[tuple[Vector, int]], request: Vector, count: int,
     for i in order:
         if not count:
             break
-        vec, n = out[i]
-        each = _per_node(vec, request)
-        if not each:
-            continue
-        full = min(n, count // each)
-        parts: list[tuple[Vector, int]] = []
-        if full:
-            parts.append((_sub(vec, request, each), full))
-            count -= full * each
-        rest = n - full
-        if rest and count:                      # one node takes the remainder
-            parts.append((_sub(vec, request, count), 1))
-            count = 0
-            rest -= 1
-        if rest:
-            parts.append((vec, rest))
+        parts, count = _split(*out[i], request, count)
         out[i] = parts[0]           # indexes stay stable for the caller's order: further parts go
         out.extend(parts[1:])       # to the end (not visited again for this shape; re-sorted by `of`)
     return out, count
+
+
+def _split(vec: Vector, n: int, request: Vector, count: int) -> tuple[list[tuple[Vector, int]], int]:
+    """A bucket of ``n`` nodes with ``vec`` free taking up to ``count`` pods of ``request``, node by node, each
+    node as many as it holds: the buckets it becomes (itself when no node holds one) and the pods left."""
+    each = _per_node(vec, request)
+    if not each:
+        return [(vec, n)], count
+    parts: list[tuple[Vector, int]] = []
+    full = min(n, count // each)
+    if full:
+        parts.append((_sub(vec, request, each), full))
+        count -= full * each
+    rest = n - full
+    if rest and count:                          # one node takes the remainder
+        parts.append((_sub(vec, request, count), 1))
+        count = 0
+        rest -= 1
+    if rest:
+        parts.append((vec, rest))
+    return parts, count
 
 
 # -- how Karmada computes allocatableModelings ----------------------------------------------------
