@@ -21,13 +21,14 @@ CEL activations are built lazily, once per job per call and once per cluster sta
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Callable, Hashable, Optional
+from typing import Any, Callable, Hashable
 
 from engine.policy.cel import CelExpression, CelRuntimeError, to_cel
 from engine.policy.cel_vars import CelCache, cluster_vars, job_vars
 from engine.core.state import FleetState
 from engine.model import Cluster, Job
 from plugins._celjob import FIELDS, key_getter, referenced_fields
+
 
 def _frozen(mapping: dict[str, Any]) -> frozenset[tuple[str, Any]]:
     return frozenset(mapping.items())

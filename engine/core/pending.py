@@ -39,10 +39,9 @@ class PendingBooks:
         if refusal.reason != job.pending_reason:
             job.pending_reason = refusal.reason
             result.reasons[job.id] = refusal.reason
-            group = self._backlog._group_of.get(job.id) if self._keyed else None     # Backlog.group, inlined
+            group = self._backlog.group(job.id) if self._keyed else None
             if group is not None and group.reason != refusal.reason:
-                if group.counted is not None:
-                    self._quiet.remove(group)
+                self._quiet.remove(group)
                 # a group not shared holds its one job; else its size says (its entries are cold: one per pending job)
                 group.reason = refusal.reason if not group.shared or group.size == 1 else None
         if refusal.retry_at is not None:
