@@ -91,7 +91,10 @@ class StageSpecs:
         allocatable and the candidate's shape), until one of those changes, across cycles. The key may depend on the candidate only through
         ``candidate.shape`` (its tasks: replicas, minimum and per-replica resources, so its demand):
         jobs of one verdict key then give their queue one key, and the engine need not key the queue
-        by each of them to stay exact (``Engine._serve_by_candidate``)."""
+        by each of them to stay exact (``Engine._serve_by_candidate``). A plugin whose key reads the
+        candidate only through its demand and never falls when it grows may declare
+        ``Plugin.keys_rise_with_demand``: a queue refusing job after job is then keyed once per bound over
+        its next jobs instead of once per job (``Engine._bound_turn``)."""
         raise NotImplementedError
 
     # -- admit -----------------------------------------------------------------

@@ -180,6 +180,10 @@ class Pipeline:
         # some order plugin keys a queue by its next job (hookimpl argnames): re-key after refusals too
         self.queue_order_candidate = any("candidate" in i.argnames
                                          for i in managers["order"].hook.atoll_queue_order.get_hookimpls())
+        # every order plugin reading the candidate keys by its demand, rising with it: a bound (Engine._bound_turn)
+        self.queue_keys_bounded = self.queue_order_candidate and all(
+            getattr(i.plugin, "keys_rise_with_demand", lambda: False)()
+            for i in managers["order"].hook.atoll_queue_order.get_hookimpls() if "candidate" in i.argnames)
         # every order plugin keys a queue by its line alone: keys are kept across cycles (Engine._queue_key)
         self.queue_keys_by_line = all(getattr(i.plugin, "keys_queues_by_line", lambda: False)()
                                       for i in managers["order"].hook.atoll_queue_order.get_hookimpls())

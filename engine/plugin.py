@@ -69,6 +69,16 @@ class Plugin:
         False by default: the key is asked again after every admission and in every cycle, as before."""
         return False
 
+    def keys_rise_with_demand(self) -> bool:
+        """True when this plugin's ``atoll_queue_order`` key reads its ``candidate`` only through
+        ``candidate.demand``, a queue's keys by different candidates have one structure (the same length, the
+        same values but numbers), and no number in it falls when the demand grows in some resource (drf's
+        shares after the candidate). When every order plugin taking ``candidate`` says so, the key by a
+        candidate demanding, per resource, the most any job of the queue demands is above the key by each of
+        them: while that bound stays below the next queues' keys, the engine passes refusals without keying the
+        queue by every job (``Engine._serve_by_candidate``). False by default: the queue is keyed by each job."""
+        return False
+
     def verdict_key(self, job: "Job") -> Optional[Hashable]:
         """Everything of ``job`` that this plugin's admit, place (and preempt) verdicts read besides
         FleetState and the plugin's own config, as a hashable value computed once per job version.

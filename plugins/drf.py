@@ -116,6 +116,9 @@ class Drf(Plugin):
     def keys_queues_by_line(self) -> bool:
         return True     # the line's allocated, weights and guarantees, the queue set, fleet allocatable, the shape
 
+    def keys_rise_with_demand(self) -> bool:
+        return True     # shares of allocated + the candidate's demand, level by level, names fixed per queue
+
     def used(self, queue: Queue) -> Mapping[str, int]:
         """What the share measures: all the queue uses, or (share: aboveGuarantee) what it uses beyond its guarantee."""
         if not self.above_guarantee or not queue.guarantee:

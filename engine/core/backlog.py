@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from typing import TYPE_CHECKING, Callable, Hashable, Iterable, Iterator, Optional, Protocol
+from typing import TYPE_CHECKING, Callable, Hashable, Iterable, Iterator, Mapping, Optional, Protocol
 
 from sortedcontainers import SortedList
 
 from engine.core.wake import Signature
 from engine.model import Job, Refusal
+from engine.resources import Resources
 
 if TYPE_CHECKING:
     from engine.core.scheduler import Engine
@@ -128,6 +129,7 @@ class Backlog:
         self.shapes: dict[str, dict[Hashable, dict[Group, None]]] = {}
         self._group_of: dict[str, Group] = {}
         self.changed: Callable[[Group], None] = lambda group: None  # a group's jobs changed (engine.core.idle)
+        self._most: dict[str, Resources] = {}       # queue -> most_demand, while known (see there)
 
     def add(self, job: Job, key: Optional[Hashable]) -> None:
         shared = key is not None
@@ -138,6 +140,9 @@ class Backlog:
             group = groups[gkey] = Group(job.queue, gkey, shared, job.shape)
             group.reason = job.pending_reason
             self.shapes.setdefault(job.queue, {}).setdefault(job.shape, {})[group] = None
+            most = self._most.get(job.queue)
+            if most is not None:
+                _at_least(most, job.demand)
         else:
             self.changed(group)
             if group.reason != job.pending_reason:
@@ -167,6 +172,7 @@ class Backlog:
                 del by_shape[group.shape][group]
                 if not by_shape[group.shape]:
                     del by_shape[group.shape]
+                    self._most.pop(group.queue, None)      # its shape may have been the most: found again
                 if not groups:
                     del self.queues[group.queue]
                     del self.shapes[group.queue]
@@ -174,10 +180,24 @@ class Backlog:
     def group(self, job_id: str) -> Optional[Group]:
         return self._group_of.get(job_id)
 
+    def most_demand(self, queue: str, jobs: Mapping[str, Job]) -> Resources:
+        """Per resource, the most any pending job of ``queue`` demands (``Job.demand``): the demand of no job of
+        the queue exceeds it in any resource. Found over the queue's job shapes when first asked, then kept
+        while no shape leaves the queue (a shape joining raises it). Do not mutate."""
+        most = self._most.get(queue)
+        if most is None:
+            most = self._most[queue] = {}
+            for groups in self.shapes.get(queue, {}).values():
+                group = next(iter(groups))
+                assert group.head is not None
+                _at_least(most, jobs[group.head[2]].demand)
+        return most
+
     def clear(self) -> None:
         self.queues.clear()
         self.shapes.clear()
         self._group_of.clear()
+        self._most.clear()
 
     def __contains__(self, job_id: str) -> bool:
         return job_id in self._group_of
@@ -287,7 +307,15 @@ class Source(Protocol):
     quiet: Hashable                     # the state in which every group of the queue holds (Engine._quiet_now)
     looked: Hashable                    # the state in which that was last asked
 
+    @property
+    def position(self) -> int:
+        """How many jobs it handed out (``most_ahead`` tells up to which position it covers them)."""
+
     def take(self) -> Optional[Job]: ...
+
+    def most_ahead(self, count: int) -> tuple[Resources, int]:
+        """Per resource, the most demanded by the next ``count`` jobs (at least), and the ``position`` up to
+        which that covers every job it hands out."""
 
     def examined(self, job: Job, refusal: Optional[Refusal]) -> None: ...
 
@@ -338,6 +366,16 @@ class WalkSource:
             return engine.state.jobs[entries[0][2]] if entries else None
         top = self._walk.peek(engine._stamp)
         return None if top is None else engine.state.jobs[top[0][2]]
+
+    @property
+    def position(self) -> int:
+        return 0                        # a walk's jobs have no fixed order: most_ahead covers them all
+
+    def most_ahead(self, count: int) -> tuple[Resources, int]:
+        """As ListSource's, for every job of the queue (``Backlog.most_demand``): a walk may hand them out in
+        any order of their groups."""
+        engine = self.engine
+        return engine._backlog.most_demand(self.queue, engine.state.jobs), _EVERY
 
     def skip(self) -> bool:
         """Take the next job if its group is parked with reads unchanged (it gets the parked refusal)."""
@@ -401,9 +439,10 @@ class ListSource:
     quiet: Hashable = None              # as WalkSource's
     looked: Hashable = None
 
-    def __init__(self, engine: "Engine", jobs: Iterator[Job], now: float, memo: bool = True) -> None:
+    def __init__(self, engine: "Engine", jobs: list[Job], now: float, memo: bool = True) -> None:
         self.engine = engine
         self.jobs = jobs
+        self.at = 0                              # how many of ``jobs`` were handed out or peeked
         self.now = now
         self.keyed = engine._keyed and memo
         self.group: Optional[Group] = None       # the group of the job last taken (shared ones only)
@@ -414,14 +453,42 @@ class ListSource:
 
     def peek(self) -> Optional[Job]:
         if not self._peeked:
-            self._ahead, self._peeked = next(self.jobs, None), True
+            self._ahead, self._peeked = self._pull(), True
         return self._ahead
 
     def _next(self) -> Optional[Job]:
         if self._peeked:
             self._peeked = False
             return self._ahead
-        return next(self.jobs, None)
+        return self._pull()
+
+    def _pull(self) -> Optional[Job]:
+        at = self.at
+        if at < len(self.jobs):
+            self.at = at + 1
+            return self.jobs[at]
+        return None
+
+    @property
+    def position(self) -> int:
+        """How many jobs were handed out (taken, or skipped with a known refusal): the next one's index."""
+        return self.at - 1 if self._peeked and self._ahead is not None else self.at
+
+    def most_ahead(self, count: int) -> tuple[Resources, int]:
+        """Per resource, the most that the next ``count`` jobs demand, and the position up to which that covers
+        the jobs handed out (Engine._bound_turn)."""
+        start = self.position
+        most: Resources = {}
+        last = None
+        get = most.get
+        for job in self.jobs[start:start + count]:
+            demand = job.demand
+            if demand is not last:        # jobs of one shape share their demand (Job._by_shape)
+                for name, amount in demand.items():     # _at_least, inlined: once per job ahead
+                    if amount > get(name, 0):
+                        most[name] = amount
+                last = demand
+        return most, start + count
 
     def _known(self, job: Job) -> Optional[Refusal]:
         """The refusal ``job`` gets without the pipeline (its group's, in this state), else None; sets ``group``."""
@@ -479,3 +546,14 @@ class ListSource:
             self.engine._memo[group.key] = (self.engine._stamp, refusal)
         if group is not None:
             self.parking.note(group, job, self.engine._shares(job, refusal, self.now))
+
+
+_EVERY = 1 << 62
+"""A position no source reaches."""
+
+
+def _at_least(most: Resources, demand: Resources) -> None:
+    """Raise ``most`` to ``demand`` resource by resource."""
+    for name, amount in demand.items():
+        if amount > most.get(name, 0):
+            most[name] = amount

@@ -24,7 +24,8 @@ from __future__ import annotations
 import dataclasses
 import gc
 import itertools
-from typing import Hashable, Iterator, Optional, cast
+from operator import itemgetter
+from typing import Hashable, Optional, cast
 
 from sortedcontainers import SortedList
 
@@ -44,6 +45,8 @@ _IndexEntry = tuple[tuple, int, str]
 
 _NOWHERE_MAX = 4096
 """``Engine._nowhere`` keeps at most this many refusals (then starts again)."""
+_ID = itemgetter(2)
+"""A pending entry's job id (entries are (sort key, seq, id))."""
 
 
 class Engine(JobLifecycle, PendingBooks, QueueTurns):
@@ -171,7 +174,7 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns):
                 head = entries.islice(0, lookback) if lookback else entries
                 # nearly every job a key of its own: the memo would rarely hit, skip its bookkeeping
                 memo = 5 * len(groups) < 4 * len(entries)
-                source = ListSource(self, iter([jobs[e[2]] for e in head]), now, memo)
+                source = ListSource(self, list(map(jobs.__getitem__, map(_ID, head))), now, memo)
             source.whole = True                  # the queue's whole backlog: passed whole when quiet (_quiet_now)
             sources[q] = source
         return sources
@@ -190,18 +193,18 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns):
                 self._block(job, Refusal(f"not considered yet: behind the first {lookback} jobs of queue "
                                          f"{job.queue} (policy lookback)", "engine"), self._result)
 
-    def _candidates(self, full: bool) -> dict[str, Iterator[Job]]:
+    def _candidates(self, full: bool) -> dict[str, list[Job]]:
         jobs = self.state.jobs
         if full:
             n = self.pipeline.lookback or None
-            return {q: iter([jobs[e[2]] for e in entries.islice(0, n)]) for q, entries in self._pending.items()
-                    if entries}
+            return {q: list(map(jobs.__getitem__, map(_ID, entries.islice(0, n))))
+                    for q, entries in self._pending.items() if entries}
         by_queue: dict[str, list[Job]] = {}
         for job_id in self._dirty:
             job = jobs.get(job_id)
             if job is not None and job.state is JobState.PENDING:
                 by_queue.setdefault(job.queue, []).append(job)
-        return {q: iter(sorted(js, key=lambda j: (j.sort_key, j.seq))) for q, js in by_queue.items()}
+        return {q: sorted(js, key=lambda j: (j.sort_key, j.seq)) for q, js in by_queue.items()}
 
     def _examine(self, job: Job, now: float, result: CycleResult) -> Optional[Refusal]:
         """Admit ``job`` or keep it pending. Returns the refusal when it stays pending with nothing

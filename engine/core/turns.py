@@ -33,6 +33,7 @@ class QueueTurns:
     _preempt: Preemptions
     _stamp: int
     exhaustive: bool
+    _key_kept: bool = False         # the last key asked was cached (``_queue_key``): no bound is tried after it
     _queue_keys: dict[str, dict[Hashable, tuple[Hashable, tuple]]]
     _examine: Callable[[Job, float, CycleResult], Optional[Refusal]]
 
@@ -84,15 +85,23 @@ class QueueTurns:
         heap: list[tuple[tuple, str]] = [(self._queue_key(name, sources[name].peek()), name) for name in sources]
         heapq.heapify(heap)
         rest: list = [None, None]                 # _rest_quiet's memo: (state version, a queue that was not quiet)
+        state = self.state
+        bounded = self.pipeline.queue_keys_bounded and not self.exhaustive      # the reference keys by every job
+        # (queue, stamp, changes) in which the queue keeps its turn without being keyed, for its jobs before ``until``
+        # (``_bound_turn``); ``ahead``: how many jobs the next bound looks at, ``again``: no try before that position
+        through: tuple = ()
+        until = again = 0
+        ahead = _AHEAD
         while heap:
             key, name = heap[0]
             source = sources[name]
-            fresh = self._queue_key(name, source.peek())
-            if fresh != key:                      # usage or next job changed since pushed: re-queue lazily
-                if (len(heap) > 1 and heap[1][0] < fresh) or (len(heap) > 2 and heap[2][0] < fresh):
-                    heapq.heapreplace(heap, (fresh, name))
-                    continue
-                heap[0] = (fresh, name)           # still below both children: first, without a heap step
+            if through != (name, self._stamp, state.changes) or source.position >= until:
+                fresh = self._queue_key(name, source.peek())
+                if fresh != key:                  # usage or next job changed since pushed: re-queue lazily
+                    if (len(heap) > 1 and heap[1][0] < fresh) or (len(heap) > 2 and heap[2][0] < fresh):
+                        heapq.heapreplace(heap, (fresh, name))
+                        continue
+                    heap[0] = (fresh, name)       # still below both children: first, without a heap step
             if self._quiet_now(name, source):     # every group parked and holding now (engine.core.idle)
                 if self._rest_quiet(heap, sources, rest):
                     result.quiet += len(heap)     # each would pass its refusals and change nothing: done
@@ -115,7 +124,40 @@ class QueueTurns:
                 source.done = True
                 continue
             result.examined += 1
+            at = (name, self._stamp, state.changes)
             source.examined(job, self._examine(job, now, result))
+            if bounded and at == (name, self._stamp, state.changes):     # refused, nothing changed
+                position = source.position
+                if at != through:
+                    through, until, again, ahead = at, 0, 0, _AHEAD     # a new turn, or a new state
+                if position >= until and position >= again and not self._key_kept:
+                    covered = self._bound_turn(name, source, heap, ahead)
+                    if covered is not None:
+                        until, ahead = covered, 2 * ahead
+                    else:
+                        again, ahead = position + ahead, max(_AHEAD, ahead // 2)
+
+    def _bound_turn(self, name: str, source: Source, heap: list[tuple[tuple, str]], ahead: int) -> Optional[int]:
+        """Whether the queue at the top of the candidate loop's heap keeps its turn, in the state of the moment,
+        through its next ``ahead`` jobs (``Source.most_ahead``; a walk: all its jobs): its key by a candidate
+        demanding, per resource, the most any of them demands is below both children's keys. Every order plugin
+        that reads the candidate declares ``Plugin.keys_rise_with_demand``, so the key by each of those jobs is at
+        most that bound, and the loop, keying the queue by each next job, would find it below the children and
+        serve the queue again: it need not key it by them. Returns the ``position`` up to which that holds, or
+        None. The bound takes the top's place in the heap: below both children, the heap stays a heap, and the
+        loop's next look at the queue's own key compares that with the children as before."""
+        if len(heap) == 1:
+            return _EVERY
+        queue = self.state.queues.get(name)
+        if queue is None:
+            return None
+        most = Job(id="", name="", queue=name)             # a candidate that is only a demand
+        most.demand, until = source.most_ahead(ahead)
+        bound = (0, join_keys(self.pipeline.queue_order_positional(queue, self.state, most)), name)
+        if heap[1][0] < bound or (len(heap) > 2 and heap[2][0] < bound):
+            return None
+        heap[0] = (bound, name)
+        return until
 
     def _rest_quiet(self, heap: list[tuple[tuple, str]], sources: dict[str, "ListSource | WalkSource"],
                     memo: list) -> bool:
@@ -259,13 +301,20 @@ class QueueTurns:
         keys, valid = cache if cache is not None else self._key_cache(name)
         cached = keys.get(shape)
         if cached is not None and cached[0] == valid:
+            self._key_kept = True
             return cached[1]
+        self._key_kept = False
         state = self.state
         queue = state.queues.get(name)
         key = join_keys(self.pipeline.queue_order_positional(queue, state, candidate)) if queue else ()
         key = (0 if queue else 1, key, name)    # unknown queues last; name breaks ties deterministically
         keys[shape] = (valid, key)
         return key
+
+
+_AHEAD = 8
+"""How many jobs a queue's first bound looks ahead (``_bound_turn``; doubled while bounds hold)."""
+_EVERY = 1 << 62
 
 
 def _head(group: Group) -> Entry:
