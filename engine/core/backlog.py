@@ -480,13 +480,10 @@ class ListSource:
         start = self.position
         most: Resources = {}
         last = None
-        get = most.get
         for job in self.jobs[start:start + count]:
             demand = job.demand
             if demand is not last:        # jobs of one shape share their demand (Job._by_shape)
-                for name, amount in demand.items():     # _at_least, inlined: once per job ahead
-                    if amount > get(name, 0):
-                        most[name] = amount
+                _at_least(most, demand)
                 last = demand
         return most, start + count
 
