@@ -42,7 +42,7 @@ from typing import Callable, Hashable, Optional
 from engine.core.running import ANY, RunningIndex, Standing, above_guarantee, victim_order
 from engine.core.state import FleetState
 from engine.model import Job, JobState, Placement, Queue
-from engine.resources import Resources, add_into, fits
+from engine.resources import Resources, add_into
 
 __all__ = ["ANY", "FLEET_WIDE_MAX", "Found", "PreemptRule", "RunningIndex", "VictimSearch", "above_guarantee",
            "booked"]

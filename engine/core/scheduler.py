@@ -34,11 +34,12 @@ from engine.core.nomination import Preemptions
 from engine.core.lifecycle import JobLifecycle
 from engine.core.pending import PendingBooks
 from engine.core.turns import QueueTurns
-from engine.core.backlog import Backlog, ListSource, Source, WalkSource
+from engine.core.backlog import Backlog
+from engine.core.sources import ListSource, Source, WalkSource
 from engine.core.state import FleetState
 from engine.core.wake import Reads, Signature, placing_reads
 from engine.model import Admission, Cluster, CycleResult, Job, JobState, Placement, Queue, Refusal
-from engine.pipeline import Pipeline, join_keys
+from engine.pipeline import Pipeline
 from engine.resources import fits, format_resources
 
 _IndexEntry = tuple[tuple, int, str]

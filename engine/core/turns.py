@@ -17,7 +17,8 @@ from __future__ import annotations
 import heapq
 from typing import Callable, Hashable, Optional
 
-from engine.core.backlog import Backlog, Entry, Group, ListSource, Source, WalkSource
+from engine.core.backlog import Backlog, Entry, Group
+from engine.core.sources import ListSource, Source, WalkSource
 from engine.core.idle import QueueReads
 from engine.core.nomination import Preemptions
 from engine.core.state import FleetState

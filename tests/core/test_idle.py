@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from engine.core.backlog import Group, WalkSource
+from engine.core.backlog import Group
+from engine.core.sources import WalkSource
 from engine.core.idle import QueueReads
 from engine.core.scheduler import Engine
 from engine.core.state import FleetState

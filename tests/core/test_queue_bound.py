@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pytest import MonkeyPatch
 
-from engine.core.backlog import Backlog, ListSource
+from engine.core.backlog import Backlog
+from engine.core.sources import ListSource
 from engine.core.scheduler import Engine
 from engine.model import Cluster, Job, JobState, Queue, Task
 from engine.resources import CPU, GPU, MEMORY
