@@ -251,3 +251,44 @@ def test_the_first_node_shape_report_judges_parked_refusals_again() -> None:
         pair.both("upsert_cluster", reported)
         pair.cycle()                    # compares reasons with the exhaustive engine's
         assert "on nodes" in pair.pruned.state.jobs["ns/g5"].pending_reason, policy.name
+
+
+def test_a_signature_found_holding_is_answered_again_without_its_reads_until_the_state_changes() -> None:
+    """``Reads.holds`` keeps the signatures that held in the current version: asked again for the group's next
+    job in the same state it answers without hashing or comparing a read; once the version moves it compares them
+    again, and a read whose value changed makes it False."""
+    from engine.core.state import FleetState
+    from engine.core.wake import Reads
+
+    hashes = [0]
+
+    class Counted:
+        """A part of a read that counts how often the read is hashed (a nested tuple hashes every part)."""
+
+        def __hash__(self) -> int:
+            hashes[0] += 1
+            return 7
+
+    free = {"x": 1}
+    version = [0]
+    reads = Reads(FleetState(), lambda: version[0])
+    read = ("call", lambda state, argument: free["x"], Counted())
+    signature = reads.signature((read,))
+    assert reads.holds(signature)
+    before = hashes[0]
+    for _ in range(5):
+        assert reads.holds(signature)
+    assert hashes[0] == before                       # answered from the memo: no read hashed
+    free["x"] = 2                                     # the value changes, and so does the state's version
+    version[0] += 1
+    assert not reads.holds(signature)
+    assert not reads.holds(signature)                 # a False answer is not kept as a True one
+    free["x"] = 1
+    version[0] += 1
+    assert reads.holds(signature)
+    assert hashes[0] > before
+    equal = tuple(list(signature))                    # an equal signature, another object: its reads are compared
+    assert equal is not signature
+    before = hashes[0]
+    assert reads.holds(equal)
+    assert hashes[0] > before
