@@ -284,7 +284,7 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
         table.add_row(f"{name} held / useful", f"{_pct(held[name])} / {_pct(useful.get(name))}")
     for item in s["pendingReasons"][:5]:
         table.add_row("waited because" if item is s["pendingReasons"][0] else "",
-                      f"{item['jobs']} jobs: {escape(item['example'])}")
+                      f"{item['jobs']} job{'' if item['jobs'] == 1 else 's'}: {escape(item['example'])}")
     sim = s["simulation"]
     table.add_row("simulation", f"{sim['wallSeconds']:.2f}s wall, {sim['cycles']} engine cycles, "
                                 f"{sim['jobsExamined']} job examinations"

@@ -134,16 +134,20 @@ def summarise(result: SimResult) -> dict[str, Any]:
         for a in j.attempts:
             outcomes[a.outcome] = outcomes.get(a.outcome, 0) + 1
     fleet = result.scenario.fleet_allocatable
-    span = makespan or result.end_time
+    complete = outcome(by_state)["complete"]
+    # held work is counted up to the end of the simulation: a run that left jobs unfinished is measured over all
+    # of it, not over the makespan of the jobs that finished (which would put utilisation above 100 %)
+    span = makespan if complete and makespan else result.end_time
     useful: dict[str, float] = {}
     for j in jobs:
         demand: dict[str, int] = {}
         for t in j.spec.tasks:
             add_into(demand, scale(t.resources, t.replicas))
         for a in j.attempts:
-            if a.start_time is not None and a.end_time is not None:
+            if a.start_time is not None:        # one still running at the end ran until then
+                end = a.end_time if a.end_time is not None else result.end_time
                 for name, amount in demand.items():
-                    useful[name] = useful.get(name, 0.0) + amount * (a.end_time - a.start_time)
+                    useful[name] = useful.get(name, 0.0) + amount * (end - a.start_time)
 
     def util(work: dict[str, float]) -> dict[str, Optional[float]]:
         return {name: _r(work.get(name, 0.0) / (fleet[name] * span), 4) if span > 0 else None
@@ -154,7 +158,9 @@ def summarise(result: SimResult) -> dict[str, Any]:
         "outcome": outcome(by_state),
         "makespan": _r(makespan),
         "lowerBound": _r(bound),
-        "makespanRatio": _r(makespan / bound, 4) if bound > 0 and makespan > 0 else None,
+        # undefined for an incomplete run: its makespan covers only the jobs that finished (it can fall below the
+        # lower bound, which every job counts)
+        "makespanRatio": _r(makespan / bound, 4) if complete and bound > 0 and makespan > 0 else None,
         "partialGangs": sum(1 for j in jobs if j.partial),
         "stalled": stalled(result),
         "attempts": {"total": sum(len(j.attempts) for j in jobs), "byOutcome": dict(sorted(outcomes.items()))},

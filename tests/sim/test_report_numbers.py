@@ -119,6 +119,26 @@ def test_an_incomplete_run_is_flagged_and_its_short_makespan_never_ranks_best() 
     assert "INCOMPLETE" in lines[2] and "2 failed" in lines[2]              # first row under the title
 
 
+def test_a_run_cut_by_its_horizon_is_measured_over_the_time_simulated() -> None:
+    """A job still running at the horizon: utilisation is taken over the whole simulated time (held work runs
+    to the end), never above 100 %; the job's running attempt counts as useful up to the end; and no makespan
+    ratio is given, since the makespan covers only the job that finished (it would read 0.035 x the bound)."""
+    r = report(f"""
+clusters: [{{name: c, nodes: {nodes(1, cpu="10")}}}]
+jobs:
+  - {{name: long, duration: 1000s, tasks: [{{name: w, replicas: 1, resources: {{cpu: "5"}}}}]}}
+  - {{name: short, submitAt: 5s, duration: 30s, tasks: [{{name: w, replicas: 1, resources: {{cpu: "5"}}}}]}}
+horizon: 100s
+""")
+    s = r["summary"]
+    assert not s["outcome"]["complete"] and s["jobs"]["Running"] == 1
+    assert s["makespan"] == 35 and s["lowerBound"] >= 1000 and s["makespanRatio"] is None
+    assert s["simulation"]["endTime"] == 100
+    held, useful = s["utilisation"]["held"]["cpu"], s["utilisation"]["useful"]["cpu"]
+    # long holds 5 cpu for 100 s, short 5 cpu for 30 s (from 5 s): 650 of the 1,000 cpu-seconds there were
+    assert held == useful == 0.65
+
+
 # -- every resource gets rows -----------------------------------------------------------------------
 GPU = """
 clusters: [{name: g1, nodes: [{count: 1, allocatable: {cpu: "8", memory: 8Gi, pods: "110", nvidia.com/gpu: "4"}}]}]
