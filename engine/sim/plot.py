@@ -9,8 +9,10 @@ from engine.errors import InputError
 
 
 def _window(report: dict[str, Any]) -> int:
-    """Samples per minute of simulated time: enough to see trends, not status-tick jitter."""
-    return max(1, int(60 // max(report["statusPeriod"], 1e-9))) if len(report["timeline"]) > 120 else 1
+    """Samples per minute of simulated time: enough to see trends, not status-tick jitter (a long run's samples
+    are already means over ``timelineStep`` seconds, engine.sim.report.timeline)."""
+    step = report.get("timelineStep") or report["statusPeriod"]
+    return max(1, int(60 // max(step, 1e-9))) if len(report["timeline"]) > 120 else 1
 
 
 def _smooth(values: list[float], window: int) -> list[float]:

@@ -18,7 +18,7 @@ from typing import Any, Iterator, Optional
 from engine import fairshare
 from engine.reasons import reason_kind
 from engine.resources import PODS, add_into, scale
-from engine.sim.driver import REASONS_FIRST, SimJob, SimResult
+from engine.sim.driver import REASONS_FIRST, Sample, SimJob, SimResult
 from engine.sim.scenario import lower_bound
 from engine.stats import percentile
 
@@ -274,10 +274,45 @@ def build_report(result: SimResult, jobs: bool = True) -> dict[str, Any]:
         "makespan": summary["makespan"],
         "summary": summary,
         **({"jobs": [job_record(j) for j in sorted(result.jobs.values(), key=_submitted)]} if jobs else {}),
-        "timeline": [{
+        **timeline(result.timeline, result.scenario.status_period),
+    }
+
+
+TIMELINE_MAX = 10_000
+"""Samples in a report's timeline at most: a longer run's status ticks are averaged in equal buckets (a 40-day run
+at one tick per 10 s wrote 65 MB of JSON per policy, and 20 MB of HTML)."""
+
+
+def timeline(samples: list[Sample], period: float) -> dict[str, Any]:
+    """The report's ``timeline`` and ``timelineStep`` (seconds between two of its samples): one sample per status
+    tick up to ``TIMELINE_MAX``; beyond, each is the mean of ``k`` consecutive ticks (the last bucket may hold
+    fewer), at the time of its first: the spacing stays even (the plot smooths over a minute of samples) and each
+    sample says what its ticks said on average."""
+    k = -(-len(samples) // TIMELINE_MAX)
+    if k <= 1:
+        return {"timelineStep": period, "timeline": [{
             "time": _r(s.time), "backlog": s.backlog, "waitingInMembers": s.waiting_in_members, "running": s.running,
             "usefulShare": _r(s.useful, 4),
-            "clusterUtilisation": {k: _r(v, 4) for k, v in s.cluster_util.items()},
-            "queueShare": {k: _r(v, 4) for k, v in s.queue_share.items()},
-        } for s in result.timeline],
-    }
+            "clusterUtilisation": {c: _r(v, 4) for c, v in s.cluster_util.items()},
+            "queueShare": {q: _r(v, 4) for q, v in s.queue_share.items()},
+        } for s in samples]}
+    rows = []
+    for start in range(0, len(samples), k):
+        bucket = samples[start:start + k]
+        n = len(bucket)
+        rows.append({
+            "time": _r(bucket[0].time),
+            "backlog": _r(sum(s.backlog for s in bucket) / n, 2),
+            "waitingInMembers": _r(sum(s.waiting_in_members for s in bucket) / n, 2),
+            "running": _r(sum(s.running for s in bucket) / n, 2),
+            "usefulShare": _r(sum(s.useful for s in bucket) / n, 4),
+            "clusterUtilisation": _means([s.cluster_util for s in bucket]),
+            "queueShare": _means([s.queue_share for s in bucket]),
+        })
+    return {"timelineStep": period * k, "timeline": rows}
+
+
+def _means(values: list[dict[str, float]]) -> dict[str, Optional[float]]:
+    """Per key, the mean over ``values`` (a key missing from one counts as 0 there)."""
+    keys = dict.fromkeys(key for value in values for key in value)
+    return {key: _r(sum(value.get(key, 0.0) for value in values) / len(values), 4) for key in keys}

@@ -119,3 +119,32 @@ def test_cli_usage_errors_are_input_errors(tmp_path: Path) -> None:
 def test_missing_policy_loader_or_file_is_a_clean_error(tmp_path: Path) -> None:
     with pytest.raises(InputError):
         cli.run(args(str(scenario_file(tmp_path)), "--policy", str(tmp_path / "absent.yaml")))
+
+
+def test_a_long_run_s_timeline_is_averaged_in_buckets_and_still_plots(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above ``TIMELINE_MAX`` status ticks the report's timeline holds bucket means at an even step (a 40-day run
+    wrote 65 MB of JSON): each sample is the mean of its ticks, the step says how far apart they are, the report
+    still validates, and the plot and HTML page are still written from it."""
+    from engine.sim import report as report_module
+    from engine.sim.html import write_html
+    from engine.sim.plot import write_plot
+
+    result = simulate(scenario(SCENARIO), pipeline(), "p")
+    ticks = result.timeline
+    full = build_report(result)
+    assert full["timelineStep"] == 10 and len(full["timeline"]) == len(ticks) > 7
+    monkeypatch.setattr(report_module, "TIMELINE_MAX", 4)
+    short = json.loads(json.dumps(build_report(result)))
+    k = -(-len(ticks) // 4)
+    assert k > 1 and short["timelineStep"] == 10 * k and len(short["timeline"]) == -(-len(ticks) // k) <= 4
+    for i, sample in enumerate(short["timeline"]):
+        bucket = ticks[i * k:(i + 1) * k]
+        assert sample["time"] == bucket[0].time
+        assert sample["running"] == round(sum(s.running for s in bucket) / len(bucket), 2)
+        assert sample["queueShare"]["b"] == round(sum(s.queue_share["b"] for s in bucket) / len(bucket), 4)
+    schema = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "sim-report.schema.json").read_text())
+    assert list(jsonschema.Draft202012Validator(schema).iter_errors(short)) == []
+    write_plot(short, tmp_path / "p.png")
+    write_html([short], tmp_path / "r.html")
+    assert (tmp_path / "p.png").stat().st_size > 0 and "<html" in (tmp_path / "r.html").read_text()
