@@ -9,7 +9,7 @@ the way the Kubernetes scheduler rounds requests. A resource vector is a plain
 from __future__ import annotations
 
 import re
-from decimal import ROUND_CEILING, Decimal
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_CEILING, Context, Decimal
 from functools import lru_cache
 from typing import Mapping
 
@@ -28,6 +28,9 @@ _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), ""
             "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12),
             "P": Decimal(10**15), "E": Decimal(10**18)}
 MAX_AMOUNT = 2**63 - 1       # Kubernetes reads quantities as int64 (cpu: milli-cores); more is not a real request
+_EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
+"""Decimal arithmetic without rounding: quantities are only multiplied (by a suffix, by 1000) and made integral,
+and the default 28 digits would round ``1.0000000000000000000000000001`` and flush ``1e-99999999`` to 0."""
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
 
 
@@ -37,6 +40,31 @@ def parse_quantity(value: object, resource: str = "", where: str = "") -> int:
     cpu comes back in milli-cores; every other resource in base units, rounded up.
     Raises InputError naming ``where`` for anything Kubernetes would reject.
     """
+    number = _number(value, where)
+    if resource == CPU:
+        number = _EXACT.multiply(number, 1000)
+    if number.is_nan() or number.is_infinite() or number.adjusted() > _MAX_DIGITS:
+        raise InputError(f"quantity {value!r} is larger than Kubernetes allows (2^63-1 base units)", where)
+    amount = int(number.to_integral_value(rounding=ROUND_CEILING, context=_EXACT))
+    if amount > MAX_AMOUNT:
+        raise InputError(f"quantity {value!r} is larger than Kubernetes allows (2^63-1 base units)", where)
+    return amount
+
+
+def whole_units(value: object) -> bool:
+    """Whether a quantity ``parse_quantity`` accepts is a whole number of units as Kubernetes checks it for the
+    resources it counts in units (``pods``, extended resources such as ``nvidia.com/gpu``): its value in
+    milli-units, rounded up, is a multiple of 1000 (``0.5`` and ``1.0001`` are not; ``1000m`` and ``0.5Ki`` are;
+    ``1.9999`` is, as Kubernetes' ``MilliValue`` rounds it up to 2)."""
+    number = _number(value, "")
+    if number.adjusted() > _MAX_DIGITS:
+        return True                         # more than parse_quantity accepts: an integer (and not ours to judge)
+    milli = _EXACT.multiply(number, 1000).to_integral_value(rounding=ROUND_CEILING, context=_EXACT)
+    return _EXACT.remainder(milli, Decimal(1000)) == 0
+
+
+def _number(value: object, where: str) -> Decimal:
+    """A quantity's exact value in base units, finite and not negative."""
     if isinstance(value, bool) or value is None:
         raise InputError(f"quantity must be a number or a string like '500m' or '2Gi', got {value!r}", where)
     if isinstance(value, int):
@@ -49,8 +77,7 @@ def parse_quantity(value: object, resource: str = "", where: str = "") -> int:
             raise InputError(f"invalid quantity {value!r} (expected e.g. '500m', '2', '10Gi', '1e3')", where)
         mantissa, suffix = match.group(1), match.group(2) or ""
         try:
-            number = Decimal(mantissa)
-            number *= _BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix]
+            number = _EXACT.multiply(Decimal(mantissa), _BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix])
         except ArithmeticError:             # InvalidOperation, or Overflow of an exponent like 1e999999999
             raise InputError(f"invalid quantity {value!r}", where) from None
     else:
@@ -59,14 +86,7 @@ def parse_quantity(value: object, resource: str = "", where: str = "") -> int:
         raise InputError(f"invalid quantity {value!r}", where)
     if number < 0:
         raise InputError(f"quantity {value!r} is negative", where)
-    if resource == CPU:
-        number *= 1000
-    if number.is_nan() or number.is_infinite() or number.adjusted() > _MAX_DIGITS:
-        raise InputError(f"quantity {value!r} is larger than Kubernetes allows (2^63-1 base units)", where)
-    amount = int(number.to_integral_value(rounding=ROUND_CEILING))
-    if amount > MAX_AMOUNT:
-        raise InputError(f"quantity {value!r} is larger than Kubernetes allows (2^63-1 base units)", where)
-    return amount
+    return number
 
 
 _MAX_DIGITS = 19           # checked before the exact int is built: 1e99999 would cost time and memory

@@ -71,3 +71,25 @@ def test_absurd_quantities_are_input_errors_not_huge_numbers(value: object, reso
         parse_quantity(value, resource, "spec.x")
     assert "spec.x" in str(info.value)
     assert parse_quantity("9223372036854775807m", "cpu") == 2**63 - 1
+
+
+def test_whole_units_follows_kubernetes_milli_value_rule() -> None:
+    """Kubernetes refuses a fraction of a resource it counts in units (pods, extended resources) when its value
+    in milli-units, rounded up, is not a multiple of 1000 (``MilliValue() % 1000``)."""
+    from engine.resources import whole_units
+
+    for value in (2, "2", "2.0", 2.0, "1000m", "1k", "0.5Ki", "0", "1.9999", "9223372036854775807"):
+        assert whole_units(value), value
+    for value in ("0.5", 0.5, "500m", "1.0001", "1.0000000000000000000000000001", "1e-99999999", "1500m", 1.5):
+        assert not whole_units(value), value
+
+
+def test_quantities_are_parsed_exactly_beyond_28_digits() -> None:
+    """Decimal's default context keeps 28 digits and flushes tiny exponents to 0: a quantity is rounded up exactly
+    as Kubernetes rounds it, however many digits it has."""
+    from engine.resources import parse_quantity
+
+    assert parse_quantity("1.0000000000000000000000000001", "cpu") == 1001
+    assert parse_quantity("1.0000000000000000000000000001", "memory") == 2
+    assert parse_quantity("1e-99999999", "memory") == 1 and parse_quantity("1e-99999999", "cpu") == 1
+    assert parse_quantity("0.000000000000000000000000000000001Ki", "memory") == 1

@@ -7,6 +7,7 @@ same file (or two policies compared on it) see exactly the same jobs.
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from engine.core.nodefit import DEFAULT_GRADES
 from engine.errors import InputError
 from engine.model import Job, Queue, Task
 from engine.resources import PODS, Resources, add_into, fits, parse_quantity, parse_resources, scale
+from engine.sim.scenario_checks import DEFAULT_PERIODS, check_budget, check_periods, check_queue_tree, whole_resources
 from engine.policy.schema_check import first_error, load_schema_file
 from engine.policy.yaml_source import PathPart, YamlLimits, format_path, line_of, load_yaml, read_source
 
@@ -25,9 +27,6 @@ SCHEMA_PATH = data_path("schemas", "scenario.schema.json")
 MEMBER_SCHEDULERS = ("volcano", "kube-default")
 LIMITS = YamlLimits(max_bytes=8 << 20, max_nodes=200_000, max_depth=64)
 """A scenario file: 8 MiB, 200,000 YAML nodes (aliases expanded), 64 levels (see docs/simulator.md)."""
-MAX_NODES = 100_000          # simulated nodes over all clusters, after ``count``
-MAX_JOBS = 200_000           # jobs after generators are expanded (loading costs ~50 us a job)
-MAX_PODS = 10_000_000        # replicas over all jobs
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
@@ -37,21 +36,36 @@ def parse_duration(value: object, where: str) -> float:
     if isinstance(value, bool):
         raise InputError(f"invalid duration {value!r} (expected seconds or e.g. '90s', '3m', '1h')", where)
     if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InputError(f"duration {value!r} is not a finite number of seconds", where)
         if value < 0:
             raise InputError(f"duration {value!r} is negative", where)
-        return float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:                   # an int of 310 digits or more
+            seconds = math.inf
+        return _finite(seconds, value, where)
     if isinstance(value, str):
         text = value.strip()
         parts = _DURATION.findall(text)
         if parts and "".join(n + u for n, u in parts) == text:
-            return sum(float(n) * _UNITS[u] for n, u in parts)
+            return _finite(sum(float(n) * _UNITS[u] for n, u in parts), value, where)
         try:
             number = float(text)
         except ValueError:
             number = -1.0
+        if not math.isfinite(number):          # 'inf', 'nan', '1e400'
+            raise InputError(f"duration {value!r} is not a finite number of seconds", where)
         if number >= 0 and text:
             return number
     raise InputError(f"invalid duration {value!r} (expected seconds or e.g. '90s', '3m', '1h')", where)
+
+
+def _finite(seconds: float, value: object, where: str) -> float:
+    """``seconds`` if finite: a 400-digit number overflows to inf when converted."""
+    if not math.isfinite(seconds):
+        raise InputError(f"duration {value!r} is not a finite number of seconds", where)
+    return seconds
 
 
 DEFAULT_MAX_PODS = 110
@@ -154,11 +168,31 @@ class Scenario:
         return total
 
 
-def _parts(field_path: str) -> list[PathPart]:
-    """``spec.jobs[3].tasks[0].resources.cpu`` -> ["spec", "jobs", 3, "tasks", 0, "resources", "cpu"]."""
+def _parts(field_path: str, document: Any = None) -> list[PathPart]:
+    """``spec.jobs[3].tasks[0].resources.cpu`` -> ["spec", "jobs", 3, "tasks", 0, "resources", "cpu"].
+    Following ``document``, a key with dots that the text split (``resources.nvidia.com/gpu``) is joined
+    again, so that the message can name its line."""
+    tokens: list[tuple[str, str]] = re.findall(r"([^.\[\]]+)|\[(\d+)\]", field_path)
     parts: list[PathPart] = []
-    for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", field_path):
-        parts.append(int(index) if index else name)
+    node, k = document, 0
+    while k < len(tokens):
+        name, index = tokens[k]
+        k += 1
+        part: PathPart = int(index) if index else name
+        if isinstance(node, dict) and not index and name not in node:
+            joined, j = name, k
+            while j < len(tokens) and tokens[j][0]:
+                joined, j = f"{joined}.{tokens[j][0]}", j + 1
+                if joined in node:
+                    part, k = joined, j
+                    break
+        parts.append(part)
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        else:
+            node = None
     return parts
 
 
@@ -181,7 +215,7 @@ def load_scenario_text(text: str, source: str, seed: Optional[int] = None) -> Sc
         prefix = f"{source}: "
         if not exc.where.startswith(prefix):
             raise
-        raise _located(text, source, _parts(exc.where[len(prefix):]), exc.message) from None
+        raise _located(text, source, _parts(exc.where[len(prefix):], raw), exc.message) from None
 
 
 def _located(text: str, source: str, path: list[PathPart], message: str) -> InputError:
@@ -197,15 +231,16 @@ def _build(raw: dict[str, Any], source: str, seed_override: Optional[int]) -> Sc
         return f"{source}: spec.{field_path}"
 
     seed = int(spec.get("seed", 0)) if seed_override is None else seed_override
-    _check_budget(spec, at)
+    check_budget(spec, at)
     default_grades = parse_models(spec["resourceModels"], at("resourceModels")) if "resourceModels" in spec \
         else [dict(g) for g in DEFAULT_GRADES]
     clusters: list[ClusterSpec] = []
     for i, c in enumerate(spec["clusters"]):
         nodes: list[Resources] = []
         for j, group in enumerate(c["nodes"]):
-            alloc = parse_resources(group["allocatable"], at(f"clusters[{i}].nodes[{j}].allocatable"))
-            alloc.setdefault(PODS, DEFAULT_MAX_PODS)     # every node has pod slots, as every kubelet reports
+            alloc = whole_resources(group["allocatable"], at(f"clusters[{i}].nodes[{j}].allocatable"))
+            if PODS not in group["allocatable"]:     # every kubelet reports pod slots; an explicit 0 stays 0
+                alloc[PODS] = DEFAULT_MAX_PODS
             nodes.extend(dict(alloc) for _ in range(int(group.get("count", 1))))
         grades = parse_models(c["resourceModels"], at(f"clusters[{i}].resourceModels")) \
             if "resourceModels" in c else default_grades
@@ -228,6 +263,7 @@ def _build(raw: dict[str, Any], source: str, seed_override: Optional[int]) -> Sc
     for i, q in enumerate(queues):
         if q.parent is not None and q.parent not in queue_names:
             raise InputError(f"parent queue {q.parent!r} is not declared in spec.queues", at(f"queues[{i}].parent"))
+    check_queue_tree(queues, at)
 
     propagation = spec.get("propagation", "aggregated")
     jobs: list[JobSpec] = []
@@ -274,32 +310,16 @@ def _build(raw: dict[str, Any], source: str, seed_override: Optional[int]) -> Sc
         events.append(ClusterEvent(parse_duration(e["at"], at(f"events[{i}].at")), e["cluster"], bool(e["ready"])))
 
     member = spec.get("memberScheduler", "volcano")
+    status_period = _positive(spec.get("statusPeriod", DEFAULT_PERIODS["statusPeriod"]), at("statusPeriod"))
+    schedule_period = parse_duration(spec.get("schedulePeriod", DEFAULT_PERIODS["schedulePeriod"]),
+                                     at("schedulePeriod"))
+    horizon = _positive(spec.get("horizon", "30d"), at("horizon"))
+    check_periods(spec, horizon, {"statusPeriod": status_period, "schedulePeriod": schedule_period}, at)
     return Scenario(
         name=raw["metadata"]["name"], source=source, seed=seed,
-        status_period=_positive(spec.get("statusPeriod", 10), at("statusPeriod")),
-        schedule_period=parse_duration(spec.get("schedulePeriod", 1), at("schedulePeriod")),
-        horizon=_positive(spec.get("horizon", "30d"), at("horizon")),
+        status_period=status_period, schedule_period=schedule_period, horizon=horizon,
         member_scheduler=member, clusters=clusters, queues=queues, jobs=jobs, events=events,
         stuck_after=parse_duration(spec.get("stuckAfter", 0), at("stuckAfter")))
-
-
-def _check_budget(spec: dict[str, Any], at: Any) -> None:
-    """Refuse a scenario that would expand beyond MAX_NODES / MAX_JOBS / MAX_PODS, before expanding it."""
-    nodes = sum(int(g.get("count", 1)) for c in spec["clusters"] for g in c["nodes"])
-    if nodes > MAX_NODES:
-        raise InputError(f"{nodes:,} nodes in all clusters; at most {MAX_NODES:,}", at("clusters"))
-    listed = spec.get("jobs", [])
-    generators = spec.get("generators", [])
-    jobs = len(listed) + sum(int(g["count"]) for g in generators)
-    if jobs > MAX_JOBS:
-        raise InputError(f"{jobs:,} jobs once generators are expanded; at most {MAX_JOBS:,}", at("generators"))
-
-    def replicas(job: dict[str, Any]) -> int:
-        return sum(int(t.get("replicas", 1)) for t in job.get("tasks", ()))
-
-    pods = sum(replicas(j) for j in listed) + sum(int(g["count"]) * replicas(g) for g in generators)
-    if pods > MAX_PODS:
-        raise InputError(f"{pods:,} pods (replicas over all jobs); at most {MAX_PODS:,}", at("jobs"))
 
 
 def _positive(value: object, where: str) -> float:
@@ -329,7 +349,8 @@ def parse_models(raw: list[dict[str, Any]], where: str) -> list[Resources]:
             name = r["name"]
             if name in mins:
                 raise InputError(f"resource {name!r} has two ranges in one grade", f"{here}.ranges[{k}].name")
-            low = 0 if position == 0 else parse_quantity(r["min"], name, f"{here}.ranges[{k}].min")
+            low = parse_quantity(r["min"], name, f"{here}.ranges[{k}].min")   # checked in every grade
+            low = 0 if position == 0 else low                                    # Karmada: the first starts at 0
             mins[name] = low
             if position and name in previous_max and previous_max[name] != low:
                 raise InputError(f"{name}: ranges must be contiguous (this grade's min is not the previous "
@@ -360,7 +381,7 @@ def _job(raw: dict[str, Any], name: str, submit_at: float, duration: float, wher
         if minimum > replicas:
             raise InputError(f"minAvailable {minimum} exceeds replicas {replicas}",
                              at(f"{where}.tasks[{k}].minAvailable"))
-        resources = parse_resources(t["resources"], at(f"{where}.tasks[{k}].resources"))
+        resources = whole_resources(t["resources"], at(f"{where}.tasks[{k}].resources"))
         tasks.append(Task(t["name"], replicas, minimum, resources))
     _unique([t.name for t in tasks], at(f"{where}.tasks"), "task")
     deadline = parse_duration(raw["deadline"], at(f"{where}.deadline")) if "deadline" in raw else None
