@@ -1,8 +1,11 @@
-"""Reading a (Cluster)ResourceBinding dict: its address, pause state, template, conditions. Pure helpers."""
+"""Reading a (Cluster)ResourceBinding dict: its address, pause state, template, conditions. Pure helpers; and
+``contained``, which keeps one binding's trouble its own."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+import logging
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping, Optional
 
 from engine.kube.plan import SCHEDULER_NAME, BindingRef, binding_clusters
 from engine.kube.translate import meta
@@ -55,3 +58,14 @@ def failure_marker(template: Mapping[str, Any]) -> str:
     if isinstance(state, Mapping):
         return f"{state.get('phase', '')}@{state.get('lastTransitionTime', '')}"
     return "failed"
+
+
+@contextmanager
+def contained(key: str, what: str) -> Iterator[None]:
+    """Run one binding's part of a controller step: an error there (an object shape nobody foresaw, a bug) is
+    logged with the binding's key and the step goes on with the others. A forged annotation once raised out of
+    ``Controller.step`` and stopped scheduling for the whole fleet, again after every restart."""
+    try:
+        yield
+    except Exception:
+        logging.getLogger("atoll.controller").exception("%s: %s failed; the other bindings go on", key, what)

@@ -17,8 +17,8 @@ from typing import Any, Callable, Mapping, Optional
 from engine.core.scheduler import Engine
 from engine.errors import InputError
 from engine.kube import plan
-from engine.kube.bindings import (addressed_unplaced, binding_ref, failure_marker, is_paused, scheduled_condition,
-                                  template_key)
+from engine.kube.bindings import (addressed_unplaced, binding_ref, contained, failure_marker, is_paused,
+                                  scheduled_condition, template_key)
 from engine.kube.plan import Event, Patch
 from engine.kube.stuck import StuckPods
 from engine.kube.translate import (DEFAULT_QUEUE, PriorityClasses, cluster_from_obj, describe, job_fingerprint,
@@ -34,6 +34,10 @@ from engine.pipeline import Pipeline
 from engine.resources import fits
 
 log = logging.getLogger("atoll.controller")
+
+CLOCK_SKEW = 5.0
+"""Seconds the webhook's pause stamp may lie before the binding's creationTimestamp (clocks of two hosts, and
+creationTimestamp's whole seconds) and still order the job (``Controller._submit_time``)."""
 
 Obj = dict[str, Any]
 STUCK_AFTER = 20.0             # seconds a pod may stay Unschedulable in its member: 2 x Karmada's status period
@@ -203,18 +207,21 @@ class Controller(Evictions, Failures):
         self._check_stuck(now, out)
         result = self.engine.cycle(now)
         for adm in result.admitted:
-            self._admitted(adm.job_id, adm.queue, adm.placement, now, out)
+            with contained(adm.job_id, "admission"):
+                self._admitted(adm.job_id, adm.queue, adm.placement, now, out)
         for preemption in result.preemptions:
-            self._preempt(preemption, now, out)
+            with contained(preemption.preemptor, "preemption"):
+                self._preempt(preemption, now, out)
         for job_id, reason in result.reasons.items():
-            obj = self.bindings.get(job_id)
-            job = self.engine.state.jobs.get(job_id)
-            if obj is not None and job is not None and job.state is JobState.PENDING:
-                ref = binding_ref(obj)
-                out.append(Patch(ref, plan.pending_patch(job.queue, reason), "pending"))
-                # a job larger than the whole fleet waits until the fleet grows: say so as a Warning
-                kind = "Normal" if fits(job.demand, self.engine.state.fleet_allocatable) else "Warning"
-                out.append(Event(plan.binding_involved(ref), "Pending", reason, kind))
+            with contained(job_id, "pending reason"):
+                obj = self.bindings.get(job_id)
+                job = self.engine.state.jobs.get(job_id)
+                if obj is not None and job is not None and job.state is JobState.PENDING:
+                    ref = binding_ref(obj)
+                    out.append(Patch(ref, plan.pending_patch(job.queue, reason), "pending"))
+                    # a job larger than the whole fleet waits until the fleet grows: say so as a Warning
+                    kind = "Normal" if fits(job.demand, self.engine.state.fleet_allocatable) else "Warning"
+                    out.append(Event(plan.binding_involved(ref), "Pending", reason, kind))
         return out
 
     def _still_wanted(self, item: Patch | Event) -> bool:
@@ -245,14 +252,17 @@ class Controller(Evictions, Failures):
 
     @staticmethod
     def _submit_time(obj: Mapping[str, Any]) -> float:
-        """The webhook's microsecond pause stamp, else creationTimestamp: FIFO survives restarts."""
+        """The webhook's microsecond pause stamp, else creationTimestamp: FIFO survives restarts. The stamp is an
+        annotation anyone who may edit the binding can set, and the webhook writes it just before the API server
+        sets creationTimestamp (whole seconds, from the API server's clock): it counts no earlier than
+        ``CLOCK_SKEW`` before creationTimestamp, so a forged one cannot put a job ahead of the line by more."""
         m = meta(obj)
         annotations = m.get("annotations") if isinstance(m.get("annotations"), Mapping) else {}
-        for value in ((annotations or {}).get(PAUSED_ANNOTATION), m.get("creationTimestamp")):
-            ts = plan.parse_stamp(value)
-            if ts is not None:
-                return ts
-        return 0.0
+        paused = plan.parse_stamp((annotations or {}).get(PAUSED_ANNOTATION))
+        created = plan.parse_stamp(m.get("creationTimestamp"))
+        if paused is not None:
+            return paused if created is None else max(paused, created - CLOCK_SKEW)
+        return created if created is not None else 0.0
 
     def _sync(self, key: str, now: float, out: list[Patch | Event]) -> None:
         obj = self.bindings.get(key)
@@ -329,7 +339,8 @@ class Controller(Evictions, Failures):
         its capacity again, without a second admission. Bind mode: a controller that died between writing
         spec.clusters and the Scheduled condition left the status unwritten; it is written now."""
         annotations = meta(obj).get("annotations") or {}
-        admitted = plan.parse_stamp(annotations.get(plan.ADMITTED_ANNOTATION)) or now
+        # no later than now: a future stamp would keep its pods from being seen stuck, and protect it from preemption
+        admitted = min(plan.parse_stamp(annotations.get(plan.ADMITTED_ANNOTATION)) or now, now)
         clusters = plan.binding_clusters(obj)
         spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
         generation = meta(obj).get("generation")

@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from engine.core.scheduler import Engine
 from engine.kube import metrics, plan
-from engine.kube.bindings import binding_ref, is_paused, template_key
+from engine.kube.bindings import binding_ref, contained, is_paused, template_key
 from engine.kube.plan import Event, Patch
 from engine.kube.translate import meta, template_outcome
 from engine.kube.works import WorkIndex
@@ -76,66 +76,68 @@ class Evictions:
     def _preempt(self, p: Preemption, now: float, out: list[Patch | Event]) -> None:
         """Evict each victim from every member: one merge patch records the intent and withdraws it."""
         for victim in p.victims:
-            obj = self.bindings.get(victim)
-            job = self.engine.state.jobs.get(victim)
-            if obj is None or job is None or job.state is not JobState.EVICTING:
-                continue
-            ref = binding_ref(obj)
-            where = plan.binding_clusters(obj) or self.works.clusters(victim)
-            out.append(Patch(ref, plan.evict_patch(job.queue, p.preemptor, p.reason, now, job.preemptions + 1),
-                             "evict"))
-            out.append(Event(plan.binding_involved(ref), "Preempted",
-                             f"preempted by {p.preemptor} ({p.reason}); removing its workload from "
-                             f"{', '.join(where) or 'its members'}; it goes back to queue {job.queue} and runs "
-                             f"again later", "Warning"))
-            self.evicting[victim] = now
-            self.requeued.add(victim)            # re-admission places it afresh
-            self.resumed_at.pop(victim, None)
-            metrics.PREEMPTIONS.labels(job.queue, p.reason).inc()
-            log.info("preempting %s for %s (%s) on %s", victim, p.preemptor, p.reason, where or "no cluster yet")
+            with contained(victim, "eviction for a preemption"):
+                obj = self.bindings.get(victim)
+                job = self.engine.state.jobs.get(victim)
+                if obj is None or job is None or job.state is not JobState.EVICTING:
+                    continue
+                ref = binding_ref(obj)
+                where = plan.binding_clusters(obj) or self.works.clusters(victim)
+                out.append(Patch(ref, plan.evict_patch(job.queue, p.preemptor, p.reason, now, job.preemptions + 1),
+                                 "evict"))
+                out.append(Event(plan.binding_involved(ref), "Preempted",
+                                 f"preempted by {p.preemptor} ({p.reason}); removing its workload from "
+                                 f"{', '.join(where) or 'its members'}; it goes back to queue {job.queue} and runs "
+                                 f"again later", "Warning"))
+                self.evicting[victim] = now
+                self.requeued.add(victim)            # re-admission places it afresh
+                self.resumed_at.pop(victim, None)
+                metrics.PREEMPTIONS.labels(job.queue, p.reason).inc()
+                log.info("preempting %s for %s (%s) on %s", victim, p.preemptor, p.reason, where or "no cluster yet")
 
     def _check_evictions(self, now: float, out: list[Patch | Event]) -> None:
         """A victim's capacity is freed once its binding shows the eviction (paused, no clusters) and no Work
         of it is left, or after EVICTION_TIMEOUT (a member that cannot delete: NotReady, stuck finalizers)."""
         for key, since in list(self.evicting.items()):
-            obj = self.bindings.get(key)
-            job = self.engine.state.jobs.get(key)
-            if obj is None or job is None or job.state is not JobState.EVICTING:
-                self.evicting.pop(key, None)
-                continue
-            annotations = meta(obj).get("annotations") or {}
-            applied = (is_paused(obj) and not plan.binding_clusters(obj)
-                       and plan.EVICTING_ANNOTATION in annotations)
-            left = self.works.clusters(key)
-            timed_out = now - since >= EVICTION_TIMEOUT
-            if not timed_out and (not applied or left):
-                continue
-            del self.evicting[key]
-            self.engine.evicted(key, now)
-            if job.preempted_by in self.deferred:
-                self.deferred.discard(job.preempted_by)
-                self.dirty.add(job.preempted_by)
-            ref = binding_ref(obj)
-            tkey = template_key(obj)
-            template = self.templates.get(tkey) if tkey is not None else None
-            outcome = template_outcome(template) if template is not None else None
-            if outcome is not None:     # it ended in its member before the eviction reached it: never run again
-                self.engine.finished(key, outcome)
-                why = (f"preempted by {job.preempted_by} at {plan.stamp(since)}, but it had already "
-                       f"{'succeeded' if outcome else 'failed'}: not run again")
+            with contained(key, "eviction check"):
+                obj = self.bindings.get(key)
+                job = self.engine.state.jobs.get(key)
+                if obj is None or job is None or job.state is not JobState.EVICTING:
+                    self.evicting.pop(key, None)
+                    continue
+                annotations = meta(obj).get("annotations") or {}
+                applied = (is_paused(obj) and not plan.binding_clusters(obj)
+                           and plan.EVICTING_ANNOTATION in annotations)
+                left = self.works.clusters(key)
+                timed_out = now - since >= EVICTION_TIMEOUT
+                if not timed_out and (not applied or left):
+                    continue
+                del self.evicting[key]
+                self.engine.evicted(key, now)
+                if job.preempted_by in self.deferred:
+                    self.deferred.discard(job.preempted_by)
+                    self.dirty.add(job.preempted_by)
+                ref = binding_ref(obj)
+                tkey = template_key(obj)
+                template = self.templates.get(tkey) if tkey is not None else None
+                outcome = template_outcome(template) if template is not None else None
+                if outcome is not None:     # it ended in its member before the eviction reached it: never run again
+                    self.engine.finished(key, outcome)
+                    why = (f"preempted by {job.preempted_by} at {plan.stamp(since)}, but it had already "
+                           f"{'succeeded' if outcome else 'failed'}: not run again")
+                    out.append(Patch(ref, plan.evicted_patch(job.queue, why), "evicted"))
+                    out.append(Event(plan.binding_involved(ref), "Evicted", why))
+                    continue
+                why = f"preempted by {job.preempted_by} at {plan.stamp(since)}; waiting to run again"
                 out.append(Patch(ref, plan.evicted_patch(job.queue, why), "evicted"))
-                out.append(Event(plan.binding_involved(ref), "Evicted", why))
-                continue
-            why = f"preempted by {job.preempted_by} at {plan.stamp(since)}; waiting to run again"
-            out.append(Patch(ref, plan.evicted_patch(job.queue, why), "evicted"))
-            if left or not applied:
-                msg = (f"eviction not confirmed after {EVICTION_TIMEOUT:g}s (Works left on "
-                       f"{', '.join(left) or '?'}); its capacity is counted free anyway")
-                log.warning("%s: %s", key, msg)
-                out.append(Event(plan.binding_involved(ref), "EvictionTimeout", msg, "Warning"))
-            else:
-                out.append(Event(plan.binding_involved(ref), "Evicted",
-                                 f"its workload is gone from every member; back in queue {job.queue}"))
+                if left or not applied:
+                    msg = (f"eviction not confirmed after {EVICTION_TIMEOUT:g}s (Works left on "
+                           f"{', '.join(left) or '?'}); its capacity is counted free anyway")
+                    log.warning("%s: %s", key, msg)
+                    out.append(Event(plan.binding_involved(ref), "EvictionTimeout", msg, "Warning"))
+                else:
+                    out.append(Event(plan.binding_involved(ref), "Evicted",
+                                     f"its workload is gone from every member; back in queue {job.queue}"))
 
     def _restore_preemption(self, key: str, obj: Obj, job: Job, now: float, out: list[Patch | Event]) -> bool:
         """After a restart: a binding carrying the eviction intent is a victim still holding its capacity
@@ -149,6 +151,7 @@ class Evictions:
         since = plan.parse_stamp(annotations.get(plan.EVICTING_ANNOTATION))
         if since is None:
             return False
+        since = min(since, now)         # a future stamp would keep the victim's capacity for ever (EVICTION_TIMEOUT)
         self.requeued.add(key)
         left = self.works.clusters(key)
         if left:

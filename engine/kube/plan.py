@@ -28,9 +28,13 @@ SCHEDULER_NAME = "atoll"
 MAX_ANNOTATION = 1000
 
 
+MAX_STAMP = 253402300799.0
+"""9999-12-31T23:59:59Z: the last second RFC 3339 (and Python's datetime) can write."""
+
+
 def stamp(ts: float) -> str:
-    """RFC 3339 UTC with microseconds."""
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """RFC 3339 UTC with microseconds (clamped to 1970 .. 9999: never an error, whatever time it is given)."""
+    return datetime.fromtimestamp(min(max(ts, 0.0), MAX_STAMP), timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def stamp_seconds(ts: float) -> str:
@@ -39,14 +43,18 @@ def stamp_seconds(ts: float) -> str:
 
 
 def parse_stamp(value: Any) -> Optional[float]:
-    """RFC 3339 (``...Z``, optional fraction) -> Unix seconds; None when absent or malformed."""
+    """RFC 3339 (``...Z``, optional fraction) -> Unix seconds; None when absent, malformed or outside 1970 .. 9999
+    (``0001-01-01T00:00:00+01:00`` in an annotation once stopped the controller: ``stamp`` could not write it
+    back). Annotations are data anyone with write access to a binding can set: callers bound them by ``now`` or by
+    creationTimestamp where that matters (``Controller._submit_time``)."""
     if not isinstance(value, str) or not value:
         return None
     text = value.replace("Z", "+00:00")
     try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
+        ts = datetime.fromisoformat(text).timestamp()
+    except (ValueError, OverflowError):
         return None
+    return ts if 0.0 <= ts <= MAX_STAMP else None
 
 
 @dataclass(frozen=True)

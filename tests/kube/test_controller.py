@@ -463,3 +463,35 @@ def test_explain_says_an_unplaced_binding_addressed_to_atoll_is_waiting() -> Non
     placed = o.binding(job, paused=False, scheduler="atoll", clusters=["m1"],
                        annotations={plan.ADMITTED_ANNOTATION: "2026-11-22T21:00:01.000000Z"})
     assert binding_summary(placed)["state"] == "admitted" and "placed on: m1" in describe_binding(placed)
+
+
+def test_a_forged_pause_stamp_cannot_put_a_job_ahead_of_the_line() -> None:
+    """The webhook's pause stamp is an annotation anyone who may edit a binding can set: it counts no earlier than
+    CLOCK_SKEW before the binding's creationTimestamp (set by the API server), so a stamp from 2000 on a binding
+    created after another one does not go first."""
+    from engine.kube.controller import CLOCK_SKEW
+    from engine.kube.webhook import PAUSED_ANNOTATION
+    from plugins.fifo import Fifo
+
+    ctl = Controller(Pipeline({"order": [Fifo({}, None)]}))
+    early, late = o.batch_job("early", parallelism=40), o.batch_job("late", parallelism=40)
+    feed(ctl, o.cluster("m1", cpu="64"), early, late,
+         o.binding(early, created="2026-11-22T21:00:00Z", annotations={PAUSED_ANNOTATION: "2026-11-22T21:00:00.250000Z"}),
+         o.binding(late, created="2026-11-22T21:00:10Z", annotations={PAUSED_ANNOTATION: "2000-01-01T00:00:00.000000Z"}))
+    assert [p.ref.name for p in patches(ctl.step(1.0), "admit")] == ["early-job"]
+    late_binding = ctl.bindings["team-a/late-job"]
+    assert Controller._submit_time(late_binding) == plan.parse_stamp("2026-11-22T21:00:10Z") - CLOCK_SKEW
+    honest = o.binding(late, created="2026-11-22T21:00:10Z", annotations={PAUSED_ANNOTATION: "2026-11-22T21:00:09.5Z"})
+    assert Controller._submit_time(honest) == plan.parse_stamp("2026-11-22T21:00:09.5Z")   # within the skew: its own
+
+
+def test_an_admitted_at_stamp_in_the_future_counts_as_now() -> None:
+    """A resumed binding adopted after a restart holds since its admitted-at stamp, at the latest now: a stamp in
+    the future would hide its stuck pods and protect it from preemption (min_runtime) for ever."""
+    ctl = controller()
+    job = o.batch_job("r", parallelism=4)
+    feed(ctl, o.cluster("m1"), job, o.binding(job, paused=False, clusters=["m1"],
+                                              annotations={plan.ADMITTED_ANNOTATION: "9999-01-01T00:00:00.000000Z"}))
+    ctl.step(100.0)
+    adopted = ctl.engine.state.jobs["team-a/r-job"]
+    assert adopted.state.holds_resources and adopted.admitted_at == 100.0

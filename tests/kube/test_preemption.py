@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from engine.kube import metrics, plan
 from engine.kube.controller import Controller
 from engine.kube.eviction import EVICTION_TIMEOUT
@@ -141,12 +143,12 @@ def test_a_stuck_eviction_frees_capacity_after_the_timeout_with_a_warning() -> N
     assert ctl.engine.state.jobs[LOW].state is JobState.PENDING
 
 
-def evicting_binding(works_left: bool) -> tuple[Controller, dict[str, Any]]:
+def evicting_binding(works_left: bool, since: str = plan.stamp(T0 - 5)) -> tuple[Controller, dict[str, Any]]:
     """A new leader finds the victim's binding carrying the intent (the old one crashed mid-eviction)."""
     ctl = controller()
     low = o.batch_job("low", parallelism=40, pc="low", status={"active": 40})
     high = o.batch_job("high", parallelism=40, pc="high")
-    rb = o.binding(low, paused=True, annotations={plan.EVICTING_ANNOTATION: plan.stamp(T0 - 5),
+    rb = o.binding(low, paused=True, annotations={plan.EVICTING_ANNOTATION: since,
                                                   plan.PREEMPTED_BY_ANNOTATION: HIGH,
                                                   plan.PREEMPTIONS_ANNOTATION: "2"})
     feed(ctl, o.priority_class("low", 1), o.priority_class("high", 100), o.cluster("m1", cpu="64"), low, high,
@@ -274,3 +276,47 @@ def test_a_victim_that_completes_while_being_evicted_is_finished_not_run_again()
     fresh = controller()
     feed(fresh, o.priority_class("low", 1), o.cluster("m1", cpu="64"), low, rb)
     assert not patches(fresh.step(T0 + 500), "admit") and LOW not in fresh.engine.state.jobs
+
+
+@pytest.mark.parametrize("works_left", [True, False])
+@pytest.mark.parametrize("forged", ["0001-01-01T00:00:00+01:00", "1969-12-31T23:59:59Z", "9999-12-31T23:59:59Z"])
+def test_a_forged_eviction_stamp_never_stops_the_controller(forged: str, works_left: bool) -> None:
+    """An annotation is data anyone who may edit a binding can write. ``0001-01-01T00:00:00+01:00`` once parsed,
+    timed the eviction out at once, and raised out of ``Controller.step`` when written back (year 0): scheduling
+    stopped for the whole fleet, again after every restart. A stamp before 1970 or after 9999 is now no stamp, and
+    one in the future counts from now: the eviction still times out, the victim's capacity is not held for ever."""
+    ctl, _ = evicting_binding(works_left, since=forged)
+    items = ctl.step(T0)
+    low = ctl.engine.state.jobs[LOW]
+    if forged.startswith("9999") and works_left:
+        assert low.state is JobState.EVICTING                  # adopted as evicting, timed from now
+        assert not patches(ctl.step(T0 + EVICTION_TIMEOUT - 1), "evicted")
+        assert patches(ctl.step(T0 + EVICTION_TIMEOUT), "evicted")
+    elif forged.startswith("9999"):
+        (done,) = patches(items, "evicted")                    # waits in its queue, as for a true stamp
+        assert f"at {plan.stamp(T0)};" in done.body["metadata"]["annotations"][plan.PENDING_ANNOTATION]   # not 9999
+    else:
+        assert low.state is not JobState.EVICTING              # no stamp: not an eviction under way
+
+
+def test_an_error_in_one_binding_s_admission_leaves_the_others_scheduled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each binding's part of a step after the engine's cycle runs contained (engine.kube.bindings.contained): an
+    unforeseen error in one is logged with its key, and the others' writes still go out."""
+    ctl = controller()
+    jobs = [o.batch_job(name, parallelism=4) for name in ("a", "b", "c")]
+    feed(ctl, o.cluster("m1", cpu="64"), *jobs, *[o.binding(job) for job in jobs])
+    real = Controller._admitted
+
+    def admitted(self: Controller, key: str, *args: Any) -> None:
+        if key == "team-a/b-job":
+            raise RuntimeError("an object shape nobody foresaw")
+        real(self, key, *args)
+
+    monkeypatch.setattr(Controller, "_admitted", admitted)
+    assert sorted(p.ref.key for p in patches(ctl.step(T0), "admit")) == ["team-a/a-job", "team-a/c-job"]
+
+
+def test_stamps_outside_1970_to_9999_are_no_stamps_and_any_time_can_be_written() -> None:
+    assert plan.parse_stamp("0001-01-01T00:00:00+01:00") is None and plan.parse_stamp("1969-12-31T23:59:59Z") is None
+    assert plan.parse_stamp("9999-12-31T23:59:59Z") == plan.MAX_STAMP and plan.parse_stamp("1970-01-01T00:00:00Z") == 0
+    assert plan.stamp(-6.2e10) == "1970-01-01T00:00:00.000000Z" and plan.stamp(1e20).startswith("9999-12-31T23:59:59")
