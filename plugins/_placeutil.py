@@ -7,6 +7,8 @@ tasks into one or several clusters. Nothing here reads the clock or does I/O.
 
 from __future__ import annotations
 
+import math
+
 import re
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
@@ -40,16 +42,26 @@ def parse_duration(value: object, where: str) -> float:
     """Seconds from a number or a Go-style duration string (``10s``, ``5m``, ``1h30m``)."""
     if isinstance(value, bool):
         raise InputError(f"expected seconds or a duration like '10s', got {value!r}", where)
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    elif isinstance(value, str) and value and (match := _DURATION.match(value.strip())) and any(match.groups()):
-        hours, minutes, secs = (float(g) if g else 0.0 for g in match.groups())
-        seconds = hours * 3600 + minutes * 60 + secs
-    else:
-        raise InputError(f"expected seconds or a duration like '10s', '5m', '1h30m', got {value!r}", where)
+    try:
+        if isinstance(value, (int, float)):
+            seconds = float(value)
+        elif isinstance(value, str) and value and (match := _DURATION.match(value.strip())) and any(match.groups()):
+            hours, minutes, secs = (float(g) if g else 0.0 for g in match.groups())
+            seconds = hours * 3600 + minutes * 60 + secs
+        else:
+            raise InputError(f"expected seconds or a duration like '10s', '5m', '1h30m', got {value!r}", where)
+    except OverflowError:               # an int of 310 digits or more
+        seconds = math.inf
+    if not math.isfinite(seconds):      # 310 digits of '9's overflow to inf: 'held until t=inf'
+        raise InputError(f"duration {_short(value)} is not a finite number of seconds", where)
     if seconds < 0:
         raise InputError(f"duration {value!r} is negative", where)
     return seconds
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-8:]} ({len(text)} characters)"
 
 
 # -- fitting ---------------------------------------------------------------------------------

@@ -61,3 +61,42 @@ def test_the_command_repeats_on_fresh_engines(capsys: pytest.CaptureFixture[str]
 def test_a_repeat_below_one_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--jobs", "10", "--repeat", "0"]) == 2
     assert "--repeat must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--jobs", "10", "--queues", "0", "--clusters", "1"], "argument --queues: must be at least 1, got 0"),
+    (["--queues", "-1"], "argument --queues: must be at least 1, got -1"),
+    (["--jobs", "-5"], "argument --jobs: must be at least 1, got -5"),
+    (["--jobs", "0"], "argument --jobs: must be at least 1, got 0"),
+    (["--jobs", "99999999999"], "argument --jobs: must be at most 1,000,000, got 99,999,999,999"),
+    (["--jobs", "ten"], "argument --jobs: expected an integer, got 'ten'"),
+    (["--clusters", "-2"], "argument --clusters: must be at least 1, got -2"),
+    (["--clusters", "0"], "argument --clusters: must be at least 1, got 0"),
+    (["--clusters", "100001"], "argument --clusters: must be at most 100,000, got 100,001"),
+    (["--queues", "1000001"], "argument --queues: must be at most 1,000,000, got 1,000,001"),
+    (["--churn", "--finishes", "-3"], "argument --finishes: must be at least 1, got -3"),
+    (["--churn", "--finishes", "0"], "argument --finishes: must be at least 1, got 0"),
+    (["--seed", "-1"], "argument --seed: must be at least 0, got -1"),      # as a scenario's spec.seed
+])
+def test_out_of_range_counts_are_usage_errors(capsys: pytest.CaptureFixture[str], args: list[str],
+                                              words: str) -> None:
+    """Each crashed (IndexError with no queue), printed nonsense with exit 0, or ran until killed."""
+    with pytest.raises(SystemExit) as info:
+        main(["bench", *args])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: atoll bench") and f"atoll bench: error: {words}\n" in err, err
+
+
+def test_the_smallest_bench_and_seed_zero_run(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--jobs", "1", "--queues", "1", "--clusters", "1", "--seed", "0", "--churn",
+                 "--finishes", "1", "-o", "json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["jobs"], result["queues"], result["clusters"], result["seed"]) == (1, 1, 1, 0)
+
+
+def test_the_caps_are_in_the_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "1 to 1,000,000" in text and "1 to 100,000" in text

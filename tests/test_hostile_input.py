@@ -223,3 +223,53 @@ def test_hostile_files_on_disk_too(tmp_path: Path) -> None:
         with pytest.raises(InputError) as info:
             load_policy(path, CATALOG)
         assert words in str(info.value), (name, str(info.value))
+
+
+# -- non-finite numbers in the shipped plugins' configs ------------------------------------------------------------
+DEFAULT_POLICY = (ROOT / "policies" / "default.yaml").read_text()
+
+
+@pytest.mark.parametrize("old, new, where", [
+    ("      gracePeriod: 30s\n    reclaim:", "      gracePeriod: .nan\n    reclaim:",
+     "spec.plugins.priority-preemption.gracePeriod (line 66): .nan"),
+    ("      gracePeriod: 30s\n    reclaim:", "      gracePeriod: 30s\n      nominationTimeout: .NaN\n    reclaim:",
+     "spec.plugins.priority-preemption.nominationTimeout (line 67): .nan"),
+    ("minRuntime: 0s               # strict", "minRuntime: .inf               # strict",
+     "spec.plugins.priority-preemption.minRuntime (line 64): .inf"),
+    ("factor: 2", "factor: .inf", "spec.plugins.requeue-backoff.factor (line 74): .inf"),
+    ("factor: 2", "factor: .nan", "spec.plugins.requeue-backoff.factor (line 74): .nan"),
+    ("initialDelay: 10s", "initialDelay: .nan", "spec.plugins.requeue-backoff.initialDelay (line 73): .nan"),
+    ("maxDelay: 600s", "maxDelay: -.inf", "spec.plugins.requeue-backoff.maxDelay (line 75): -.inf"),
+])
+def test_nan_and_infinity_in_plugin_configs_are_refused_at_load(old: str, new: str, where: str) -> None:
+    """Each passed `atoll policy validate` and then broke at run time (gracePeriod .nan: "simulator made no
+    progress"; initialDelay .nan: silently maxDelay)."""
+    assert DEFAULT_POLICY.count(old) == 1, old
+    with pytest.raises(InputError) as info:
+        load_policy_text(DEFAULT_POLICY.replace(old, new), "default.yaml")
+    assert str(info.value) == f"default.yaml: {where} is not a finite number; NaN and infinities are not " \
+                              "allowed in a policy"
+
+
+def test_finite_floats_in_plugin_configs_still_load() -> None:
+    text = DEFAULT_POLICY.replace("factor: 2", "factor: 1.5").replace("initialDelay: 10s", "initialDelay: 2.5")
+    config = load_policy_text(text, "default.yaml").raw["spec"]["plugins"]["requeue-backoff"]
+    assert config["factor"] == 1.5 and config["initialDelay"] == 2.5
+
+
+def test_a_configmap_edit_with_nan_keeps_the_running_policy() -> None:
+    from engine.kube.controller import Controller
+    from engine.kube.runner import Options, Runner
+
+    def cm(text: str, rv: str) -> dict[str, object]:
+        return {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "atoll-policy", "namespace": "atoll-system", "uid": "u1", "resourceVersion": rv},
+                "data": {"policy.yaml": text}}
+
+    runner = Runner(Options(policy_configmap="atoll-system/atoll-policy"))
+    runner._on_configmap("ADDED", cm(DEFAULT_POLICY, "1"), None)
+    assert runner.policy is not None
+    runner.controller = Controller(runner.policy.pipeline, runner.policy.selector, runner.policy.mode)
+    running, policy = runner.controller.engine.pipeline, runner.policy
+    runner._on_configmap("MODIFIED", cm(DEFAULT_POLICY.replace("gracePeriod: 30s", "gracePeriod: .nan", 1), "2"), None)
+    assert runner.controller.engine.pipeline is running and runner.policy is policy

@@ -338,3 +338,24 @@ def test_defaults_are_copied_not_shared() -> None:
     a, b = load(GOOD), load(GOOD)
     assert a.managed_workloads["namespaces"]["exclude"] is not b.managed_workloads["namespaces"]["exclude"]
     assert a.raw["spec"]["managedWorkloads"] is not b.raw["spec"]["managedWorkloads"]
+
+
+# -- numbers ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("old, new, where, what", [
+    ("{limit: 2}", "{limit: .nan}", "spec.plugins.t-counter.limit (line 16)", ".nan"),
+    ("{limit: 2}", "{limit: -.Inf}", "spec.plugins.t-counter.limit (line 16)", "-.inf"),
+    ('{include: ["team-*"]}', '{include: ["team-*", .INF]}', "spec.managedWorkloads.namespaces.include[1] (line 7)",
+     ".inf"),
+    ("{limit: 2}", "{limit: 2, .NaN: 1}", "spec.plugins.t-counter (line 16)", "key .nan"),
+])
+def test_non_finite_numbers_are_refused_anywhere_with_path_and_line(old: str, new: str, where: str,
+                                                                     what: str) -> None:
+    """YAML's .nan/.inf pass a schema's ``minimum`` (NaN compares false) and then break the scheduler: refused
+    before any schema, for every plugin (these are third-party test plugins) and every other field."""
+    assert error(replace(old, new)) == f"p.yaml: {where}: {what} is not a finite number; NaN and infinities " \
+                                       "are not allowed in a policy"
+
+
+def test_strings_that_only_look_like_nan_or_inf_still_load() -> None:
+    policy = load(replace('{include: ["team-*"]}', '{include: ["team-*", nan, "inf", ".nan", .infinity]}'))
+    assert policy.managed_workloads["namespaces"]["include"] == ["team-*", "nan", "inf", ".nan", ".infinity"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Callable, Optional
 
 from engine._data import data_path
 from engine.bench import BenchShape, repeated, run_bench, run_churn
@@ -12,20 +13,44 @@ from engine.commands.output import add_output, emit
 from engine.pipeline import Pipeline
 
 DEFAULT_POLICY = data_path("policies", "default.yaml")
+MAX_JOBS = 1_000_000         # 5x the simulator's scenario cap (engine.sim.scenario_checks.MAX_JOBS, 200,000)
+MAX_QUEUES = 1_000_000
+MAX_CLUSTERS = 100_000       # the simulator's cap of nodes over all clusters (engine.sim.scenario_checks.MAX_NODES)
+
+
+def _count(low: int, high: Optional[int] = None) -> Callable[[str], int]:
+    """An argparse ``type``: an integer from ``low`` to ``high`` (inclusive), else a usage error (exit 2)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"must be at most {high:,}, got {value:,}")
+        return value
+    parse.__name__ = "integer"           # argparse names the type in its "invalid ... value" fallback
+    return parse
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     parser = subparsers.add_parser("bench", help="time a scheduling cycle over a synthetic backlog (JSON out)")
-    parser.add_argument("--jobs", type=int, default=3200, help="pending jobs in the backlog (default 3200)")
-    parser.add_argument("--queues", type=int, default=10, help="queues (default 10)")
-    parser.add_argument("--clusters", type=int, default=10, help="member clusters (default 10)")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--jobs", type=_count(1, MAX_JOBS), default=3200,
+                        help=f"pending jobs in the backlog, 1 to {MAX_JOBS:,} (default 3200)")
+    parser.add_argument("--queues", type=_count(1, MAX_QUEUES), default=10,
+                        help=f"queues, 1 to {MAX_QUEUES:,} (default 10)")
+    parser.add_argument("--clusters", type=_count(1, MAX_CLUSTERS), default=10,
+                        help=f"member clusters, 1 to {MAX_CLUSTERS:,} (default 10)")
+    parser.add_argument("--seed", type=_count(0), default=1,
+                        help="seed of the synthetic backlog, 0 or more (as spec.seed of a scenario; default 1)")
     parser.add_argument("--node-shapes", action="store_true",
                         help="clusters report resource models (8 x 8-GPU nodes each): node-aware fit (docs/node-shapes.md)")
     parser.add_argument("--churn", action="store_true",
                         help="saturated fleet, deep backlog, a stream of finishes: per-cycle p50/p99 and "
                              "examinations per cycle after each finish")
-    parser.add_argument("--finishes", type=int, default=200, help="finishes timed with --churn (default 200)")
+    parser.add_argument("--finishes", type=_count(1), default=200,
+                        help="finishes timed with --churn, 1 or more; at most one per job (default 200)")
     parser.add_argument("--policy", type=Path, default=DEFAULT_POLICY, help="policy file (default policies/default.yaml)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="run N times, each on a fresh engine: the median run (by cycle CPU) with every run's "

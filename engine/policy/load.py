@@ -24,7 +24,7 @@ from engine.hookspecs import STAGES
 from engine.pipeline import Pipeline
 from engine.plugin import SCHEMA_DIR, Plugin, PluginCatalog, discover
 from engine.policy.schema_check import BadSchema, first_error, load_schema_file, with_defaults
-from engine.policy.yaml_source import PathPart, format_path, line_of, load_yaml, read_source
+from engine.policy.yaml_source import PathPart, first_non_finite, format_path, line_of, load_yaml, read_source
 
 POLICY_SCHEMA_PATH = SCHEMA_DIR / "policy.schema.json"
 API_VERSION = "atoll.dev/v1alpha1"
@@ -82,6 +82,7 @@ class _Loader:
             got = "an empty document" if doc is None else f"a {type(doc).__name__}"
             raise InputError(f"a policy must be a YAML mapping (apiVersion, kind, metadata, spec); got {got}",
                              self.source)
+        self.check_finite(doc)
         self.check_stage_names(doc)
         problem = first_error(load_schema_file(POLICY_SCHEMA_PATH), doc)
         if problem is not None:
@@ -107,6 +108,14 @@ class _Loader:
             digest=hashlib.sha256(self.text.encode("utf-8")).hexdigest(), pipeline=pipeline,
             managed_workloads=managed, placement_mode=spec.get("placementMode", "gate"), raw=doc,
         )
+
+    def check_finite(self, doc: dict[str, Any]) -> None:
+        """NaN and infinities (YAML ``.nan``, ``.inf``) are refused anywhere in the document, before any schema:
+        ``minimum`` cannot refuse NaN, and either one passes validation only to break the scheduler at run time."""
+        found = first_non_finite(doc)
+        if found is not None:
+            path, what = found
+            raise self.fail(path, f"{what} is not a finite number; NaN and infinities are not allowed in a policy")
 
     def check_stage_names(self, doc: dict[str, Any]) -> None:
         spec = doc.get("spec")

@@ -14,6 +14,7 @@ JSON, so ``[[[[...]]]]`` 100k deep is the same case). An alias to an enclosing n
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
@@ -170,6 +171,35 @@ def load_yaml(text: str, source: str, limits: YamlLimits = POLICY_LIMITS) -> Any
         raise InputError(f"YAML error: {_one_line(str(exc))}", source) from None
     except (ValueError, OverflowError) as exc:   # e.g. a timestamp 2026-02-30, an int of 5,000 digits
         raise InputError(f"YAML value error: {_one_line(str(exc))}", source) from None
+
+
+def first_non_finite(doc: Any) -> Optional[tuple[list[PathPart], str]]:
+    """(path, what) of the first NaN or infinity in a loaded document (values in document order); None if none.
+
+    YAML has ``.nan``, ``.inf`` and ``-.inf`` (JSON has neither): no schema ``minimum`` or ``maximum`` refuses
+    NaN (every comparison with it is false), and an infinite duration or factor passes ``minimum: 0``; a
+    loader that refuses them here covers every field of every plugin, third-party ones included. A key that
+    is not finite is reported at its mapping's path, when the walk reaches that mapping. ``what`` is the
+    value as YAML spells it (``.nan``)."""
+    stack: list[tuple[list[PathPart], Any]] = [([], doc)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            return path, _yaml_float(node)
+        if isinstance(node, dict):
+            children: list[tuple[list[PathPart], Any]] = []
+            for key, value in node.items():
+                if isinstance(key, float) and not math.isfinite(key):
+                    return path, f"key {_yaml_float(key)}"
+                children.append((path + [key], value))
+            stack.extend(reversed(children))
+        elif isinstance(node, list):
+            stack.extend((path + [index], value) for index, value in reversed(list(enumerate(node))))
+    return None
+
+
+def _yaml_float(value: float) -> str:
+    return ".nan" if math.isnan(value) else ".inf" if value > 0 else "-.inf"
 
 
 def _one_line(text: str) -> str:

@@ -26,6 +26,17 @@ DEFAULT_POLICY = "policies/default.yaml"
 _PROGRESS_MIN_JOBS = 200
 
 
+def _seed(text: str) -> int:
+    """``--seed``: an integer, 0 or more (a scenario's ``spec.seed`` is refused below 0 too)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "simulate", help="simulate a Karmada fleet with the same engine and policy as the controller",
@@ -38,7 +49,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--plot", metavar="OUT.png", help="write a PNG of backlog, utilisation and queue shares")
     p.add_argument("--html", metavar="OUT.html", help="write one self-contained HTML report (charts, tables; "
                                                      "opens from file:// offline); with --compare, one for all")
-    p.add_argument("--seed", type=int, default=None, help="override spec.seed")
+    p.add_argument("--seed", type=_seed, default=None, help="override spec.seed (0 or more, as spec.seed)")
     p.add_argument("--placement-mode", choices=("policy", "gate", "bind"), default="policy",
                    help="gate: Atoll admits, the simulated karmada-scheduler places; bind: Atoll places; "
                         "policy (default): each policy's spec.placementMode")

@@ -147,3 +147,16 @@ def test_give_up_on_every_kind_when_configured() -> None:
     with pytest.raises(InputError) as info:
         RequeueBackoff({"giveUpOn": ["Sometimes"]}, None, "p.yaml: spec.plugins.requeue-backoff")
     assert "giveUpOn" in str(info.value)
+
+
+def test_a_duration_too_long_for_a_float_is_refused_not_infinite() -> None:
+    """310 digits of 9 overflowed to inf and passed: a victim was then 'held until t=inf'."""
+    import pytest
+
+    from engine.errors import InputError
+    from plugins._placeutil import parse_duration
+
+    for value in ("9" * 400 + "s", int("9" * 400)):
+        with pytest.raises(InputError, match="is not a finite number of seconds"):
+            parse_duration(value, "p.yaml: spec.plugins.x.gracePeriod")
+    assert parse_duration("1h30m", "w") == 5400.0 and parse_duration(2.5, "w") == 2.5

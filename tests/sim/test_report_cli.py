@@ -148,3 +148,11 @@ def test_a_long_run_s_timeline_is_averaged_in_buckets_and_still_plots(tmp_path: 
     write_plot(short, tmp_path / "p.png")
     write_html([short], tmp_path / "r.html")
     assert (tmp_path / "p.png").stat().st_size > 0 and "<html" in (tmp_path / "r.html").read_text()
+
+
+def test_a_negative_seed_is_a_usage_error_as_in_a_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "scenarios/quickstart.yaml", "--seed", "-1"])
+    assert exc.value.code == 2 and "--seed: must be 0 or more, got -1" in capsys.readouterr().err
