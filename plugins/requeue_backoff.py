@@ -21,6 +21,7 @@ import hashlib
 from typing import Any, Optional
 
 from engine.core.state import FleetState
+from engine.errors import InputError
 from engine.hookspecs import hookimpl
 from engine.model import Failure, FailureKind, Job, Recovery
 from engine.plugin import Plugin
@@ -40,6 +41,9 @@ class RequeueBackoff(Plugin):
         super().__init__(configure(self.schema(), config, where), cel, where)
         self.initial = parse_duration(self.config["initialDelay"], f"{self.where}.initialDelay")
         self.maximum = parse_duration(self.config["maxDelay"], f"{self.where}.maxDelay")
+        if self.maximum < self.initial:     # every delay would be maxDelay: surely not what was meant
+            raise InputError(f"maxDelay {self.config['maxDelay']!r} is below initialDelay "
+                             f"{self.config['initialDelay']!r}", f"{self.where}.maxDelay")
         self.factor = float(self.config["factor"])
         self.max_attempts: int = self.config["maxAttempts"]
         self.exclude = bool(self.config["excludeFailedCluster"])

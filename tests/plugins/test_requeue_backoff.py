@@ -160,3 +160,16 @@ def test_a_duration_too_long_for_a_float_is_refused_not_infinite() -> None:
         with pytest.raises(InputError, match="is not a finite number of seconds"):
             parse_duration(value, "p.yaml: spec.plugins.x.gracePeriod")
     assert parse_duration("1h30m", "w") == 5400.0 and parse_duration(2.5, "w") == 2.5
+
+
+def test_a_max_delay_below_the_initial_delay_is_refused_with_its_field() -> None:
+    """Every delay would be maxDelay: a typo (5s for 5m), not a policy. The schema cannot compare two durations."""
+    import pytest
+
+    from engine.errors import InputError
+    from plugins.requeue_backoff import RequeueBackoff
+
+    with pytest.raises(InputError, match="maxDelay '5s' is below initialDelay '10s'") as exc:
+        RequeueBackoff({"initialDelay": "10s", "maxDelay": "5s"}, None)
+    assert exc.value.where == "spec.plugins.requeue-backoff.maxDelay"
+    assert RequeueBackoff({"initialDelay": "10s", "maxDelay": "10s"}, None).maximum == 10.0
