@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_CEILING, Context, Decimal
 from functools import lru_cache
-from typing import Mapping
+from typing import Mapping, Optional
 
 from engine.errors import InputError
 
@@ -61,6 +61,20 @@ def whole_units(value: object) -> bool:
         return True                         # more than parse_quantity accepts: an integer (and not ours to judge)
     milli = _EXACT.multiply(number, 1000).to_integral_value(rounding=ROUND_CEILING, context=_EXACT)
     return _EXACT.remainder(milli, Decimal(1000)) == 0
+
+
+DIVISIBLE = ("cpu", "memory", "ephemeral-storage")
+"""With ``hugepages-*``, the resources Kubernetes allows fractions of; every other one (``pods``, extended resources
+such as ``nvidia.com/gpu``) is counted in whole units (``IsIntegerResourceName``)."""
+
+
+def fraction_refused(name: str, value: object) -> Optional[str]:
+    """Why Kubernetes refuses ``value`` (a quantity ``parse_quantity`` accepts) for resource ``name``: a fraction of
+    a resource counted in whole units (``nvidia.com/gpu: 0.5``); None when it does not."""
+    if name in DIVISIBLE or name.startswith("hugepages-") or whole_units(value):
+        return None
+    return (f"{name} {value!r} is not a whole number (Kubernetes allows fractions only of cpu, memory, "
+            f"ephemeral-storage and hugepages-*)")
 
 
 def _number(value: object, where: str) -> Decimal:

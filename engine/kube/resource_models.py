@@ -25,6 +25,7 @@ def model_grades(models: Any, where: str) -> dict[int, dict[str, int]]:
         raise InputError(f"expected a list of grades, got {type(models).__name__}", where)
     out: dict[int, dict[str, int]] = {}
     names: Optional[list[str]] = None
+    fields: dict[tuple[int, str], str] = {}         # (grade, resource) -> the field of its min, for messages
     for i, model in enumerate(models):
         at = f"{where}[{i}]"
         if not isinstance(model, Mapping):
@@ -43,13 +44,26 @@ def model_grades(models: Any, where: str) -> dict[int, dict[str, int]]:
             if not isinstance(rng, Mapping) or not isinstance(rng.get("name"), str) or not rng.get("name"):
                 raise InputError("range must be a mapping with a resource name", rat)
             name = str(rng["name"])
+            if name in mins:
+                # a dict keeps the last one: a later, larger min would make every node of the grade look bigger
+                raise InputError(f"resource {name} is listed twice in grade {grade}", f"{rat}.name")
             mins[name] = parse_quantity(rng.get("min", 0), name, f"{rat}.min")
+            fields[grade, name] = f"{rat}.min"
         if names is None:
             names = sorted(mins)
         elif sorted(mins) != names:
             raise InputError(f"grade {grade} ranges {sorted(mins)} differ from the first grade's {names} "
                              "(Karmada requires the same resources in every grade)", f"{at}.ranges")
         out[grade] = mins
+    ordered = sorted(out)
+    for lower, grade in zip(ordered, ordered[1:]):
+        # Karmada: ranges are contiguous ([min, max) of a grade starts at the max of the grade below) and max > min,
+        # so every resource's min rises from grade to grade; else a higher grade would describe smaller nodes
+        for name, amount in out[grade].items():
+            if amount <= out[lower][name]:
+                raise InputError(f"grade {grade}'s {name} min is not above grade {lower}'s (Karmada requires "
+                                 "contiguous ranges, so each grade starts where the one below ends)",
+                                 fields[grade, name])
     return out
 
 

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Optional
 from engine.errors import InputError
 from engine.kube.resource_models import node_shapes
 from engine.model import Cluster, Job, Queue, Task
-from engine.resources import PODS, Resources, add_into, parse_resources
+from engine.resources import DIVISIBLE, PODS, Resources, add_into, fraction_refused, parse_resources
 
 Obj = Mapping[str, Any]
 
@@ -142,9 +142,30 @@ def pod_requests(pod_spec: Any, where: str) -> Resources:
         for name, amount in init.items():
             if amount > total.get(name, 0):
                 total[name] = amount
-    add_into(total, parse_resources(pod_spec.get("overhead"), f"{where}.overhead"))
+    add_into(total, pod_resources(pod_spec.get("overhead"), f"{where}.overhead"))
     total[PODS] = total.get(PODS, 0) + 1
     return total
+
+
+def pod_resources(mapping: object, where: str) -> Resources:
+    """``parse_resources`` of a container's requests or limits or a pod's overhead, refusing what Kubernetes
+    refuses in them (``ValidateResourceRequirements``): a fraction of a resource counted in whole units
+    (``nvidia.com/gpu: 0.5`` would be rounded up and admitted, yet no such pod is ever created), and a name without
+    a domain that is not a container resource (``pods: 5``: "must be a standard resource for containers")."""
+    parsed = parse_resources(mapping, where)
+    if isinstance(mapping, Mapping):
+        for raw, value in mapping.items():
+            name = str(raw)
+            if name in DIVISIBLE or name.startswith("hugepages-"):
+                continue
+            if "/" not in name:
+                raise InputError(f"{name} is not a resource a container can request (Kubernetes allows only cpu, "
+                                 "memory, ephemeral-storage, hugepages-* and extended resources such as "
+                                 "nvidia.com/gpu)", f"{where}.{name}")
+            problem = fraction_refused(name, value)
+            if problem is not None:
+                raise InputError(problem, f"{where}.{name}")
+    return parsed
 
 
 def _container(c: Any, where: str) -> Resources:
@@ -153,8 +174,8 @@ def _container(c: Any, where: str) -> Resources:
     res = c.get("resources") or {}
     if not isinstance(res, Mapping):
         raise InputError("resources must be a mapping", f"{where}.resources")
-    limits = parse_resources(res.get("limits"), f"{where}.resources.limits")
-    requests = parse_resources(res.get("requests"), f"{where}.resources.requests")
+    limits = pod_resources(res.get("limits"), f"{where}.resources.limits")
+    requests = pod_resources(res.get("requests"), f"{where}.resources.requests")
     return {**limits, **requests}          # a missing request defaults to its limit, as in Kubernetes
 
 
@@ -198,13 +219,23 @@ def _volcano_tasks(spec: Mapping[str, Any], where: str) -> list[Task]:
         replicas = _int(t.get("replicas"), f"{at}.replicas", 1)
         if t.get("minAvailable") is not None:
             explicit = True
-        min_available = min(_int(t.get("minAvailable"), f"{at}.minAvailable", replicas), replicas)
+        min_available = _int(t.get("minAvailable"), f"{at}.minAvailable", replicas)
+        if min_available > replicas:
+            # Volcano's admission webhook refuses the Job ("'minAvailable' is greater than 'replicas' in task")
+            raise InputError(f"{min_available} is greater than the task's replicas ({replicas}); Volcano refuses "
+                             "such a Job", f"{at}.minAvailable")
         res = pod_requests(_pod_spec(t.get("template")), f"{at}.template.spec")
         tasks.append(Task(str(t.get("name") or f"task{i}"), replicas, min_available, res))
-    job_min = spec.get("minAvailable")
-    if job_min is not None and not explicit:
+    if spec.get("minAvailable") is None:
+        return tasks
+    left = _int(spec.get("minAvailable"), f"{where}: spec.minAvailable", 0)
+    total = sum(task.replicas for task in tasks)
+    if left > total:
+        # Volcano: "job 'minAvailable' should not be greater than total replicas in tasks"
+        raise InputError(f"{left} is greater than the total replicas of the tasks ({total}); Volcano refuses "
+                         "such a Job", f"{where}: spec.minAvailable")
+    if not explicit:
         # Volcano's job-level minAvailable counts pods of any task; Atoll fills tasks in order to that count.
-        left = _int(job_min, f"{where}: spec.minAvailable", 0)
         for task in tasks:
             task.min_available = min(task.replicas, left)
             left -= task.min_available
@@ -246,31 +277,62 @@ def priority_class_of(obj: Obj) -> str:
     return str(pod.get("priorityClassName") or "") if isinstance(pod, Mapping) else ""
 
 
+INT32_MIN, INT32_MAX = -2**31, 2**31 - 1
+HIGHEST_USER_PRIORITY = 1_000_000_000
+"""Kubernetes' ``HighestUserDefinablePriority``: only ``system-*`` classes may go above it (up to int32)."""
+
+
+def priority_value_problem(name: str, value: Any) -> Optional[str]:
+    """Why a PriorityClass ``value`` is one Kubernetes would refuse (None when it is fine): it is an int32, at most
+    1e9 unless the class is a ``system-*`` one. Outside int64 it would crash the policy's CEL later."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"expected an integer, got {value!r}"
+    if not INT32_MIN <= value <= INT32_MAX:
+        return f"{value} is outside int32 [{INT32_MIN}, {INT32_MAX}], the range Kubernetes allows"
+    if value > HIGHEST_USER_PRIORITY and not name.startswith("system-"):
+        return f"{value} is above {HIGHEST_USER_PRIORITY:,}, the highest Kubernetes allows a class not named system-*"
+    return None
+
+
 class PriorityClasses:
-    """PriorityClass name -> value, and the globalDefault one, kept from the PriorityClass cache."""
+    """PriorityClass name -> value, and the globalDefault one, kept from the PriorityClass cache. A class whose
+    value Kubernetes would refuse is kept aside (``invalid``): a job naming it is refused naming the class."""
 
     def __init__(self) -> None:
         self.values: dict[str, int] = {}
         self.global_default: Optional[tuple[str, int]] = None
+        self.invalid: dict[str, str] = {}
+        self.invalid_default: Optional[str] = None
 
     def rebuild(self, objects: Mapping[str, Obj]) -> None:
         self.values.clear()
+        self.invalid.clear()
         self.global_default = None
+        self.invalid_default = None
         for obj in objects.values():
             name = str(meta(obj).get("name", ""))
             value = obj.get("value")
-            if isinstance(value, int) and not isinstance(value, bool):
-                self.values[name] = value
+            problem = priority_value_problem(name, value)
+            if problem is not None:
+                self.invalid[name] = problem
                 if obj.get("globalDefault"):
-                    self.global_default = (name, value)
+                    self.invalid_default = name
+                continue
+            assert isinstance(value, int)
+            self.values[name] = value
+            if obj.get("globalDefault"):
+                self.global_default = (name, value)
 
     def resolve(self, class_name: str) -> tuple[str, int]:
-        """(class name, value): the named class, else the globalDefault one, else ("", 0)."""
-        if class_name and class_name in self.values:
-            return class_name, self.values[class_name]
-        if self.global_default is not None and not class_name:
-            return self.global_default
-        return class_name, 0
+        """(class name, value): the named class, else the globalDefault one, else ("", 0). InputError naming the
+        PriorityClass when the class that applies has a value Kubernetes would refuse."""
+        if not class_name:
+            if self.global_default is None and self.invalid_default is not None:
+                raise InputError(self.invalid[self.invalid_default], f"PriorityClass {self.invalid_default}: value")
+            return self.global_default or ("", 0)
+        if class_name in self.invalid:
+            raise InputError(self.invalid[class_name], f"PriorityClass {class_name}: value")
+        return class_name, self.values.get(class_name, 0)
 
 
 def job_from_template(job_id: str, template: Obj, classes: PriorityClasses, submit_time: float) -> Job:

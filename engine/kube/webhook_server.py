@@ -27,6 +27,13 @@ LATENCY = Histogram(
 DECISIONS = Counter("atoll_webhook_decisions_total", "AdmissionReviews answered, by outcome.", ["outcome"])
 POLICY_ERRORS = Counter("atoll_webhook_policy_reload_errors_total", "Policy reloads rejected as invalid.")
 
+MAX_REVIEW_BYTES = 8 * 1024 * 1024
+"""The largest AdmissionReview body read (aiohttp's default is 1 MiB: a legal binding above it got 413 and, with
+``failurePolicy: Ignore``, was created unpaused, past the queue). The API server takes request bodies up to 3 MiB
+and etcd stores objects up to 1.5 MiB by default; a review carries the object, and on UPDATE its oldObject too,
+re-encoded as JSON, so 2 x 3 MiB plus the envelope stays under 8 MiB for anything that can exist. Bodies above
+it still get 413 before they are read."""
+
 SelectorLoader = Callable[[], ManagedSelector]
 AsyncSelectorLoader = Callable[[], Awaitable[ManagedSelector]]
 
@@ -120,7 +127,7 @@ class WebhookServer:
         return changed
 
     def app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(client_max_size=MAX_REVIEW_BYTES)
         app.router.add_post("/mutate", self.mutate)
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/readyz", self.readyz)

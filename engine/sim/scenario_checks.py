@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from engine.errors import InputError
 from engine.model import Queue
-from engine.resources import Resources, parse_resources, whole_units
+from engine.resources import Resources, fraction_refused, parse_resources
 
 MAX_NODES = 100_000          # simulated nodes over all clusters, after ``count``
 MAX_JOBS = 200_000           # jobs after generators are expanded (loading costs ~50 us a job)
@@ -70,19 +70,13 @@ def check_queue_tree(queues: list[Queue], at: Any) -> None:
         done.update(chain)
 
 
-_DIVISIBLE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
-"""Resources Kubernetes allows fractions of (with ``hugepages-*``); any other, e.g. ``nvidia.com/gpu`` or
-``pods``, must be a whole number (``IsIntegerResourceName``)."""
-
-
 def whole_resources(mapping: object, where: str) -> Resources:
     """``parse_resources`` of a node's allocatable or a pod's request, refusing a fraction of a resource
     that Kubernetes counts in whole units (``nvidia.com/gpu: 0.5``)."""
     parsed = parse_resources(mapping, where)
     if isinstance(mapping, dict):
         for name, value in mapping.items():
-            name = str(name)
-            if name not in _DIVISIBLE_RESOURCES and not name.startswith("hugepages-") and not whole_units(value):
-                raise InputError(f"{name} {value!r} is not a whole number (Kubernetes allows fractions only "
-                                 f"of cpu, memory, ephemeral-storage and hugepages-*)", f"{where}.{name}")
+            problem = fraction_refused(str(name), value)
+            if problem is not None:
+                raise InputError(problem, f"{where}.{name}")
     return parsed

@@ -95,3 +95,48 @@ def test_controller_warns_once_per_reason_and_never_crashes(caplog: pytest.LogCa
     assert ctl.engine.state.clusters["m1"].node_shapes is not None
     ctl.on_cluster("MODIFIED", bad, good, 3.0)                 # broken again: said again
     assert len([i for i in ctl.step(4.0) if isinstance(i, Event) and i.reason == "ResourceModelIgnored"]) == 1
+
+
+CPU_MEM = o.resource_models({"cpu": ["0", "4", "8"], "memory": ["0", "16Gi", "32Gi"]})
+
+
+@pytest.mark.parametrize("mutate, field, says", [
+    # a dict kept the last range: grade 1 became 100-cpu nodes, an over-optimistic view
+    (lambda m: m[1]["ranges"].append({"name": "cpu", "min": "100", "max": "200"}),
+     "spec.resourceModels[1].ranges[2].name", "resource cpu is listed twice in grade 1"),
+    # grade 2 starting below grade 1: Karmada's ranges are contiguous, so mins rise
+    (lambda m: m[2]["ranges"][0].update(min="2"), "spec.resourceModels[2].ranges[0].min",
+     "grade 2's cpu min is not above grade 1's"),
+    (lambda m: m[2]["ranges"][1].update(min="16Gi"), "spec.resourceModels[2].ranges[1].min",
+     "grade 2's memory min is not above grade 1's"),
+    (lambda m: m[0]["ranges"][0].update(min="4"), "spec.resourceModels[1].ranges[0].min",
+     "grade 1's cpu min is not above grade 0's"),
+])
+def test_a_duplicate_resource_or_mins_that_do_not_rise_are_a_bad_model(mutate: Callable[[list[o.Obj]], None],
+                                                                       field: str, says: str) -> None:
+    models = copy.deepcopy(CPU_MEM)
+    mutate(models)
+    warnings: list[str] = []
+    c = cluster_from_obj(o.modeled_cluster("m1", models, [1, 2, 3]), 0, warnings)
+    assert c.node_shapes is None and c.allocatable["cpu"] == 64000
+    assert len(warnings) == 1 and warnings[0].startswith("Cluster m1: resource model unusable, using summed totals: ")
+    assert f"{field}: {says}" in warnings[0], warnings
+
+
+def test_grades_listed_out_of_order_are_read_by_grade_number() -> None:
+    models = list(reversed(copy.deepcopy(CPU_MEM)))
+    warnings: list[str] = []
+    c = cluster_from_obj(o.modeled_cluster("m1", models, [1, 2, 3]), 0, warnings)
+    assert warnings == [] and c.node_shapes is not None
+    assert dict(c.node_shapes.nodes) == {(): 1, (("cpu", 4000), ("memory", 16 << 30)): 2,
+                                         (("cpu", 8000), ("memory", 32 << 30)): 3}
+
+
+def test_a_cluster_with_no_nodes_is_a_zero_node_view_without_a_warning() -> None:
+    # Karmada's status controller reports every grade with count 0 and totalNum 0 for a member without nodes
+    # (getAllocatableModelings): legitimate, nothing fits there. A pod-full first node (totalNum > 0) is warned above.
+    obj = o.modeled_cluster("m1", copy.deepcopy(CPU_MEM), [0, 0, 0])
+    obj["status"]["resourceSummary"]["allocatable"] = {}
+    warnings: list[str] = []
+    c = cluster_from_obj(obj, 0, warnings)
+    assert warnings == [] and c.node_shapes is not None and c.node_shapes.count == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any, Optional
 
 import pytest
 
@@ -12,6 +13,7 @@ from engine.kube.translate import (PriorityClasses, cluster_from_obj, job_from_t
 from tests.kube import objects as o
 
 GI = 2**30
+GPU = "nvidia.com/gpu"
 
 
 def test_volcano_job_demand_counts_every_task_not_the_binding() -> None:
@@ -126,3 +128,128 @@ def test_volcano_queue_reclaimable() -> None:
     obj = o.queue("b")
     obj["spec"]["reclaimable"] = False
     assert queue_from_obj(obj).reclaimable is False
+
+
+def _with_resources(requests: dict[str, str], limits: Optional[dict[str, str]] = None,
+                    overhead: Optional[dict[str, str]] = None) -> o.Obj:
+    d = o.deployment("d")
+    pod_spec = d["spec"]["template"]["spec"]
+    pod_spec["containers"][0]["resources"] = {"requests": requests, **({"limits": limits} if limits else {})}
+    if overhead is not None:
+        pod_spec["overhead"] = overhead
+    return d
+
+
+@pytest.mark.parametrize("where, value", [("requests", "1.5"), ("requests", "0.5"), ("limits", "0.5"),
+                                          ("overhead", "1500m"), ("requests", "1.0001")])
+def test_fraction_of_an_extended_resource_is_refused_naming_the_field(where: str, value: str) -> None:
+    # Kubernetes refuses such a pod (MilliValue % 1000 != 0): rounded up and admitted, it would hold GPUs for ever
+    d = _with_resources({"cpu": "1"}, limits={GPU: value} if where == "limits" else None,
+                        overhead={GPU: value} if where == "overhead" else None)
+    if where == "requests":
+        d["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"][GPU] = value
+    with pytest.raises(InputError) as err:
+        tasks_from_template(d)
+    field = ("spec.template.spec.overhead" if where == "overhead"
+             else f"spec.template.spec.containers[0].resources.{where}")
+    assert str(err.value) == (f"Deployment team-a/d: {field}.{GPU}: {GPU} {value!r} is not a whole number "
+                              "(Kubernetes allows fractions only of cpu, memory, ephemeral-storage and hugepages-*)")
+
+
+def test_whole_extended_resources_and_fractions_of_divisible_ones_are_accepted() -> None:
+    d = _with_resources({"cpu": "1.5", "memory": "1.5Gi", "ephemeral-storage": "0.5Gi", "hugepages-2Mi": "3Mi",
+                         GPU: "1000m", "example.com/fpga": "2", "example.com/nic": "1.9999"})
+    (task,) = tasks_from_template(d)
+    assert task.resources == {"cpu": 1500, "memory": 3 * GI // 2, "ephemeral-storage": GI // 2,
+                              "hugepages-2Mi": 3 * 2**20, GPU: 1, "example.com/fpga": 2, "example.com/nic": 2,
+                              "pods": 1}
+
+
+@pytest.mark.parametrize("name", ["pods", "gpu"])
+def test_a_container_asking_for_pods_or_an_unqualified_resource_is_refused(name: str) -> None:
+    # Kubernetes: "must be a standard resource for containers"; the pod slot is counted by Atoll, once per pod
+    d = _with_resources({"cpu": "1", name: "5"})
+    with pytest.raises(InputError) as err:
+        tasks_from_template(d)
+    assert str(err.value).startswith(f"Deployment team-a/d: spec.template.spec.containers[0].resources.requests."
+                                     f"{name}: {name} is not a resource a container can request")
+    overhead = _with_resources({"cpu": "1"}, overhead={name: "1"})
+    with pytest.raises(InputError, match=rf"spec.template.spec.overhead.{name}: {name} is not a resource"):
+        tasks_from_template(overhead)
+
+
+def test_task_min_available_above_its_replicas_is_refused() -> None:
+    # Volcano's webhook refuses it ("'minAvailable' is greater than 'replicas' in task"); clamping admitted it
+    job = o.vcjob("v", tasks=[("a", 2, 2, "1"), ("b", 3, 4, "1")])
+    with pytest.raises(InputError) as err:
+        tasks_from_template(job)
+    assert str(err.value) == ("Job team-a/v: spec.tasks[1].minAvailable: 4 is greater than the task's replicas (3); "
+                              "Volcano refuses such a Job")
+    assert [t.min_available for t in tasks_from_template(o.vcjob("v", tasks=[("a", 2, 2, "1")]))] == [2]
+
+
+@pytest.mark.parametrize("task_min", [None, 1])
+def test_job_min_available_above_all_replicas_is_refused(task_min: Optional[int]) -> None:
+    # Volcano: "job 'minAvailable' should not be greater than total replicas in tasks" (with or without task ones)
+    job = o.vcjob("v", tasks=[("a", 2, task_min, "1"), ("b", 3, task_min, "1")], min_available=6)
+    with pytest.raises(InputError) as err:
+        tasks_from_template(job)
+    assert str(err.value) == ("Job team-a/v: spec.minAvailable: 6 is greater than the total replicas of the tasks "
+                              "(5); Volcano refuses such a Job")
+    exact = o.vcjob("v", tasks=[("a", 2, task_min, "1"), ("b", 3, task_min, "1")], min_available=5)
+    assert sum(t.min_available for t in tasks_from_template(exact)) == (5 if task_min is None else 2)
+
+
+@pytest.mark.parametrize("name, value, says", [
+    ("huge", 2**70, f"{2**70} is outside int32 [-2147483648, 2147483647]"),
+    ("above-int32", 2**31, "2147483648 is outside int32"),
+    ("below-int32", -2**31 - 1, "-2147483649 is outside int32"),
+    ("user-above-1e9", 1_000_000_001, "1000000001 is above 1,000,000,000, the highest Kubernetes allows a class "
+                                      "not named system-*"),
+    ("text", "high", "expected an integer, got 'high'"),
+])
+def test_priority_class_value_kubernetes_refuses_is_an_error_naming_the_class(name: str, value: Any,
+                                                                             says: str) -> None:
+    classes = PriorityClasses()
+    classes.rebuild({"bad": {**o.priority_class(name, 0), "value": value}, "ok": o.priority_class("ok", 7)})
+    with pytest.raises(InputError) as err:
+        job_from_template("a", o.batch_job("b", pc=name), classes, 0)
+    assert str(err.value).startswith(f"PriorityClass {name}: value: {says}"), str(err.value)
+    assert job_from_template("b", o.batch_job("c", pc="ok"), classes, 0).priority == 7      # the others still work
+
+
+def test_priority_class_limits_are_kubernetes_own() -> None:
+    classes = PriorityClasses()
+    classes.rebuild({"a": o.priority_class("system-node-critical", 2_000_001_000),
+                     "b": o.priority_class("top-user", 1_000_000_000), "c": o.priority_class("lowest", -2**31)})
+    assert classes.resolve("system-node-critical") == ("system-node-critical", 2_000_001_000)
+    assert classes.resolve("top-user") == ("top-user", 1_000_000_000)
+    assert classes.resolve("lowest") == ("lowest", -2**31)
+
+
+def test_an_unusable_global_default_class_refuses_jobs_without_a_class() -> None:
+    classes = PriorityClasses()
+    classes.rebuild({"d": o.priority_class("everyone", 2**40, default=True)})
+    with pytest.raises(InputError, match="PriorityClass everyone: value: 1099511627776 is outside int32"):
+        job_from_template("a", o.batch_job("b"), classes, 0)
+    classes.rebuild({"d": o.priority_class("everyone", 2**40, default=True), "e": o.priority_class("fine", 3, True)})
+    assert classes.resolve("") == ("fine", 3)
+
+
+def test_controller_marks_a_job_with_an_out_of_range_class_invalid_and_admits_the_others() -> None:
+    # 2**70 used to reach the policy's CEL and raise "overflow" out of submit
+    from engine._data import data_path
+    from engine.kube import plan, policy_source
+    from engine.kube.controller import Controller
+    from tests.kube.test_controller import events, feed, patches
+    pol = policy_source.load(data_path("policies", "default.yaml").read_text(), "default.yaml")
+    ctl = Controller(pol.pipeline, pol.selector, "gate")
+    hi, lo = o.batch_job("hi", pc="hi"), o.batch_job("lo", pc="lo")
+    feed(ctl, o.priority_class("hi", 2**70), o.priority_class("lo", 0), o.cluster("m1", cpu="64"),
+         hi, o.binding(hi), lo, o.binding(lo))
+    out = ctl.step(1_800_000_000.0)
+    pending = {p.ref.key: p.body["metadata"]["annotations"][plan.PENDING_ANNOTATION] for p in patches(out, "pending")}
+    assert pending == {"team-a/hi-job": f"cannot schedule Job team-a/hi: PriorityClass hi: value: {2**70} is outside "
+                                        "int32 [-2147483648, 2147483647], the range Kubernetes allows"}
+    assert [e.message for e in events(out, "InvalidWorkload")] == [pending["team-a/hi-job"]]
+    assert [p.ref.key for p in patches(out, "admit")] == ["team-a/lo-job"]

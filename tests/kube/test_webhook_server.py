@@ -63,3 +63,23 @@ def test_policy_reload_keeps_previous_on_error(tmp_path: Path) -> None:
 def test_missing_policy_file_is_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="cannot read policy"):
         selector_from_file(str(tmp_path / "nope.yaml"))
+
+
+async def test_a_review_above_aiohttps_1_mib_default_gets_a_normal_answer() -> None:
+    # a legal binding above 1 MiB got 413 and, with failurePolicy Ignore, was created unpaused (past the queue)
+    from engine.kube.webhook_server import MAX_REVIEW_BYTES
+    client = await client_for(WebhookServer(ManagedSelector()))
+    try:
+        review = sample_review(1)
+        claim = {"nodeClaim": {"nodeSelector": {"k": "v" * 1_400_000}}}   # legal: under etcd's 1.5 MiB
+        review["request"]["object"]["spec"]["replicaRequirements"] = claim
+        body = json.dumps(review)
+        assert 1 << 20 < len(body) < MAX_REVIEW_BYTES
+        r = await client.post("/mutate", data=body)
+        assert r.status == 200
+        answer = (await r.json())["response"]
+        assert answer["uid"] == review["request"]["uid"] and answer["patchType"] == "JSONPatch"
+        r = await client.post("/mutate", data=b" " * (MAX_REVIEW_BYTES + 1))      # still bounded
+        assert r.status == 413
+    finally:
+        await client.close()
