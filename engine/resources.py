@@ -82,6 +82,9 @@ def _number(value: object, where: str) -> Decimal:
     if isinstance(value, bool) or value is None:
         raise InputError(f"quantity must be a number or a string like '500m' or '2Gi', got {value!r}", where)
     if isinstance(value, int):
+        if value.bit_length() > 256:    # far beyond int64 (and past 4,300 digits Decimal(value) raises ValueError)
+            raise InputError(f"quantity of {value.bit_length()} bits is larger than Kubernetes allows "
+                             f"(2^63-1 base units)", where)
         number = Decimal(value)
     elif isinstance(value, float):
         number = Decimal(repr(value))

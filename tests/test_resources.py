@@ -93,3 +93,16 @@ def test_quantities_are_parsed_exactly_beyond_28_digits() -> None:
     assert parse_quantity("1.0000000000000000000000000001", "memory") == 2
     assert parse_quantity("1e-99999999", "memory") == 1 and parse_quantity("1e-99999999", "cpu") == 1
     assert parse_quantity("0.000000000000000000000000000000001Ki", "memory") == 1
+
+
+def test_an_integer_too_long_to_print_is_a_clear_error() -> None:
+    """A JSON or YAML integer of 5,000 digits made Decimal() raise ValueError (Python's 4,300-digit limit)."""
+    import pytest
+
+    from engine.errors import InputError
+    from engine.resources import parse_quantity
+
+    with pytest.raises(InputError, match="quantity of 16610 bits is larger than Kubernetes allows"):
+        parse_quantity(10**5000, "cpu", "w")
+    with pytest.raises(InputError, match="larger than Kubernetes allows"):
+        parse_quantity(2**256, "memory", "w")

@@ -16,6 +16,7 @@ from engine.model import Cluster, Job, Queue, Task
 from engine.resources import DIVISIBLE, PODS, Resources, add_into, fraction_refused, parse_resources
 
 Obj = Mapping[str, Any]
+INT32_MIN, INT32_MAX = -2**31, 2**31 - 1        # Kubernetes' and Volcano's counts and priorities are int32
 
 QUEUE_LABEL = "volcano.sh/queue-name"
 ATOLL_QUEUE = "atoll.dev/queue"
@@ -49,11 +50,19 @@ def _labels(obj: Obj, field: str = "labels") -> dict[str, str]:
 
 
 def _int(value: Any, where: str, default: int) -> int:
+    """A count of the Kubernetes or Volcano API (replicas, minAvailable, parallelism, weight): an int32, 0 or more."""
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InputError(f"expected a non-negative integer, got {value!r}", where)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT32_MAX:
+        raise InputError(f"expected an integer from 0 to {INT32_MAX} (int32), got {_shown(value)}", where)
     return value
+
+
+def _shown(value: Any) -> str:
+    """``repr`` of a value for a message, cut short (a 100 KB value must not make a 100 KB log line)."""
+    big = isinstance(value, int) and value.bit_length() >= 10_000     # repr past 4,300 digits raises ValueError
+    text = f"an integer of {value.bit_length()} bits" if big else repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
 
 
 # -- clusters ------------------------------------------------------------------------------------------
@@ -118,10 +127,11 @@ def queue_from_obj(obj: Obj) -> Queue:
 
 
 def _signed_int(value: Any, where: str) -> int:
+    """An int32 of the API (a Volcano Queue's priority): beyond it, the policy's CEL conversion would overflow."""
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError(f"expected an integer, got {value!r}", where)
+    if isinstance(value, bool) or not isinstance(value, int) or not INT32_MIN <= value <= INT32_MAX:
+        raise InputError(f"expected an integer from {INT32_MIN} to {INT32_MAX} (int32), got {_shown(value)}", where)
     return value
 
 
@@ -137,7 +147,10 @@ def pod_requests(pod_spec: Any, where: str) -> Resources:
         raise InputError("pod template has no containers", f"{where}.containers")
     for i, c in enumerate(containers):
         add_into(total, _container(c, f"{where}.containers[{i}]"))
-    for i, c in enumerate(pod_spec.get("initContainers") or ()):
+    inits = pod_spec.get("initContainers") or []
+    if not isinstance(inits, list):
+        raise InputError(f"initContainers must be a list, got {type(inits).__name__}", f"{where}.initContainers")
+    for i, c in enumerate(inits):
         init = _container(c, f"{where}.initContainers[{i}]")
         for name, amount in init.items():
             if amount > total.get(name, 0):
@@ -277,7 +290,6 @@ def priority_class_of(obj: Obj) -> str:
     return str(pod.get("priorityClassName") or "") if isinstance(pod, Mapping) else ""
 
 
-INT32_MIN, INT32_MAX = -2**31, 2**31 - 1
 HIGHEST_USER_PRIORITY = 1_000_000_000
 """Kubernetes' ``HighestUserDefinablePriority``: only ``system-*`` classes may go above it (up to int32)."""
 

@@ -253,3 +253,20 @@ def test_controller_marks_a_job_with_an_out_of_range_class_invalid_and_admits_th
                                         "int32 [-2147483648, 2147483647], the range Kubernetes allows"}
     assert [e.message for e in events(out, "InvalidWorkload")] == [pending["team-a/hi-job"]]
     assert [p.ref.key for p in patches(out, "admit")] == ["team-a/lo-job"]
+
+
+def test_api_counts_and_queue_priorities_are_int32_and_init_containers_a_list() -> None:
+    """Kubernetes' and Volcano's counts and priorities are int32: a Queue priority of 2**63 would overflow the
+    policy's CEL later, and a value of 5,000 digits cannot even be printed; ``initContainers: 5`` was a TypeError."""
+    from engine.kube.translate import pod_requests
+
+    for priority in (2**31, -2**31 - 1, 10**5000):
+        with pytest.raises(InputError, match=r"expected an integer from -2147483648 to 2147483647 \(int32\)"):
+            queue_from_obj(o.queue("q", priority=priority))
+    assert queue_from_obj(o.queue("q", priority=2**31 - 1)).priority == 2**31 - 1
+    with pytest.raises(InputError, match=r"expected an integer from 0 to 2147483647 \(int32\), got 2147483648"):
+        queue_from_obj(o.queue("q", weight=2**31))
+    spec = {"containers": [{"resources": {"requests": {"cpu": "1"}}}], "initContainers": 5}
+    with pytest.raises(InputError, match="initContainers must be a list, got int") as exc:
+        pod_requests(spec, "t: spec.template.spec")
+    assert exc.value.where == "t: spec.template.spec.initContainers"
