@@ -13,7 +13,7 @@ import re
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from engine.core.nodefit import NodeShapes, max_replicas, pack
-from engine.errors import InputError
+from engine.errors import InputError, shown
 from engine.policy.schema_check import first_error
 from engine.model import Job, Placement, Pods, Task
 from engine.resources import Resources, add_into, format_resources, scale
@@ -53,15 +53,10 @@ def parse_duration(value: object, where: str) -> float:
     except OverflowError:               # an int of 310 digits or more
         seconds = math.inf
     if not math.isfinite(seconds):      # 310 digits of '9's overflow to inf: 'held until t=inf'
-        raise InputError(f"duration {_short(value)} is not a finite number of seconds", where)
+        raise InputError(f"duration {shown(value)} is not a finite number of seconds", where)
     if seconds < 0:
         raise InputError(f"duration {value!r} is negative", where)
     return seconds
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:20]}...{text[-8:]} ({len(text)} characters)"
 
 
 # -- fitting ---------------------------------------------------------------------------------

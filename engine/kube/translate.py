@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from engine.errors import InputError
+from engine.errors import InputError, shown
 from engine.kube.resource_models import node_shapes
 from engine.model import Cluster, Job, Queue, Task
 from engine.resources import DIVISIBLE, PODS, Resources, add_into, fraction_refused, parse_resources
@@ -54,18 +54,10 @@ def _int(value: Any, where: str, default: int) -> int:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT32_MAX:
-        raise InputError(f"expected an integer from 0 to {INT32_MAX} (int32), got {_shown(value)}", where)
+        raise InputError(f"expected an integer from 0 to {INT32_MAX} (int32), got {shown(value)}", where)
     return value
 
 
-def _shown(value: Any) -> str:
-    """``repr`` of a value for a message, cut short (a 100 KB value must not make a 100 KB log line)."""
-    big = isinstance(value, int) and value.bit_length() >= 10_000     # repr past 4,300 digits raises ValueError
-    text = f"an integer of {value.bit_length()} bits" if big else repr(value)
-    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
-
-
-# -- clusters ------------------------------------------------------------------------------------------
 def cluster_from_obj(obj: Obj, now: float, warnings: Optional[list[str]] = None) -> Cluster:
     """A Karmada Cluster: resourceSummary allocatable/allocated/allocating, Ready condition, labels, and the
     node view from its resource models (engine/kube/resource_models.py). A resource model Atoll cannot use
@@ -131,7 +123,7 @@ def _signed_int(value: Any, where: str) -> int:
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, int) or not INT32_MIN <= value <= INT32_MAX:
-        raise InputError(f"expected an integer from {INT32_MIN} to {INT32_MAX} (int32), got {_shown(value)}", where)
+        raise InputError(f"expected an integer from {INT32_MIN} to {INT32_MAX} (int32), got {shown(value)}", where)
     return value
 
 

@@ -134,7 +134,8 @@ def summarise(result: SimResult) -> dict[str, Any]:
         for a in j.attempts:
             outcomes[a.outcome] = outcomes.get(a.outcome, 0) + 1
     fleet = result.scenario.fleet_allocatable
-    complete = outcome(by_state)["complete"]
+    ended = outcome(by_state)
+    complete = ended["complete"]
     # held work is counted up to the end of the simulation: a run that left jobs unfinished is measured over all
     # of it, not over the makespan of the jobs that finished (which would put utilisation above 100 %)
     span = makespan if complete and makespan else result.end_time
@@ -155,7 +156,7 @@ def summarise(result: SimResult) -> dict[str, Any]:
 
     return {
         "jobs": {"total": len(jobs), **by_state},
-        "outcome": outcome(by_state),
+        "outcome": ended,
         "makespan": _r(makespan),
         "lowerBound": _r(bound),
         # undefined for an incomplete run: its makespan covers only the jobs that finished (it can fall below the
