@@ -233,7 +233,7 @@ class QueueReads:
             return False
         if log.end == end:
             return True
-        return end >= log.base and not log.maybe(planned, end)
+        return end >= log.base and not log.concerns(planned, end)
 
     def holds(self, group: Group) -> bool:
         """A counted group's victim searches still hold (its plain reads do: its queue is quiet)."""

@@ -101,26 +101,15 @@ class CandidateLog:
         Asking once per scope is asking earlier than a watch would: a queue a scope did not open then but does
         now rose above its guarantee since (logged: ``Preemptions.usage_changed``) or was edited (the
         ``("queues",)`` read of the parked search); a queue it opened then but not now is asked again."""
-        entries = self.entries
-        base = self.base
-        end = base + len(entries)
+        end = self.end
         if since >= end:
             return ()
         if planned is None:
             return range(since, end)
         found: Optional[set[int]] = None
-        known_hits, by_queue = self._hits, self._by_queue
+        by_queue = self._by_queue
         for key, rule, own in planned:
-            known = known_hits.get(key)
-            if known is None:
-                known = known_hits[key] = [base, []]
-            upto, hits = known
-            if upto < end:
-                for i in range(upto - base, len(entries)):
-                    queue, rank, preemptions, _ = entries[i]
-                    if queue in own or opens(rule, queue, rank, preemptions):
-                        hits.append(base + i)
-                known[0] = end
+            hits = self._scanned(key, rule, own, end)
             if hits and hits[-1] >= since:
                 if found is None:
                     found = set()
@@ -134,6 +123,41 @@ class CandidateLog:
         if found is None:
             return ()
         return sorted(found) if len(found) > 1 else found
+
+    def concerns(self, planned: Optional["Plan"], since: int) -> bool:
+        """Whether ``maybe(planned, since)`` gives any position, without building them (a quiet queue's victim
+        searches are asked this at every cycle: ``engine.core.idle``)."""
+        end = self.end
+        if since >= end:
+            return False
+        if planned is None:
+            return True
+        by_queue = self._by_queue
+        for key, rule, own in planned:
+            hits = self._scanned(key, rule, own, end)
+            if hits and hits[-1] >= since:
+                return True
+            for queue in own:
+                positions = by_queue.get(queue)
+                if positions and positions[-1] >= since:
+                    return True
+        return False
+
+    def _scanned(self, key: Hashable, rule: PreemptRule, own: frozenset[str], end: int) -> list[int]:
+        """The positions whose entry opens the shared scope ``key`` (or whose queue is ``own`` to the rule that
+        read it first), the log read up to ``end`` for it."""
+        known = self._hits.get(key)
+        if known is None:
+            known = self._hits[key] = [self.base, []]
+        upto, hits = known
+        if upto < end:
+            entries, base = self.entries, self.base
+            for i in range(upto - base, len(entries)):
+                queue, rank, preemptions, _ = entries[i]
+                if queue in own or opens(rule, queue, rank, preemptions):
+                    hits.append(base + i)
+            known[0] = end
+        return hits
 
     @property
     def end(self) -> int:

@@ -86,9 +86,17 @@ class Reads:
         return self._seen
 
     def signature(self, reads: tuple[Hashable, ...]) -> Signature:
-        """(read, value) of each distinct read (plugins often declare the same one: each is checked once)."""
-        value = self.value
-        return tuple((read, value(read)) for read in dict.fromkeys(reads))
+        """(read, value) of each distinct read (plugins often declare the same one: each is checked once), all in
+        the state of the moment (its version asked once, not once per read: a cycle that parks 15,000 keys asks
+        ~120,000 values)."""
+        values, compute = self.current(), self._compute
+        pairs = []
+        for read in dict.fromkeys(reads):
+            value = values.get(read, _UNKNOWN)
+            if value is _UNKNOWN:
+                value = values[read] = compute(read)
+            pairs.append((read, value))
+        return tuple(pairs)
 
     def holds(self, signature: Signature) -> bool:
         """Every read still has the value it had when the signature was taken."""
@@ -146,8 +154,11 @@ class Reads:
         if kind == "ready":
             ready = state.ready_clusters()
             if self._ready[0] is not ready:     # (a node-shape report rebuilds the list: _invalidate)
-                # whether node shapes count: a refusal parked on totals is judged again once they do
-                self._ready = (ready, (tuple((c.name, _items(c.labels)) for c in ready),
+                # whether node shapes count: a refusal parked on totals is judged again once they do. The clusters
+                # as a frozenset (names are unique: the same facts as the list in name order), which hashes once:
+                # every parked group's signature holds this value, and counting it (engine.core.idle) hashed a
+                # tuple of 100 clusters' labels each time (4.6 us; 10 % of the cycle that parks 15,000 keys)
+                self._ready = (ready, (frozenset((c.name, _items(c.labels)) for c in ready),
                                        _items(state.fleet_allocatable), state.any_node_shapes))
             return self._ready[1]
         raise ValueError(f"unknown verdict read {read!r}")

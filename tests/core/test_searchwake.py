@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 from unittest.mock import patch
 
@@ -16,7 +16,7 @@ from engine.core import preempt as preempt_module
 from engine.core.preempt import ANY, PreemptRule, RunningIndex, VictimSearch
 from engine.core.scheduler import Engine
 from engine.core.searchroom import Room
-from engine.core.searchwake import CandidateLog, Watch
+from engine.core.searchwake import CandidateLog, Watch, opens, plan
 from engine.core.state import FleetState
 from engine.model import Cluster, Job, JobState, Queue, Task
 from engine.policy import load_policy
@@ -326,3 +326,39 @@ def test_a_logged_candidate_that_left_wakes_no_watch_that_looks_after() -> None:
     assert late.holds()                        # gone before this one looked: nothing new for it
     index.add(job, 0, fresh=False)             # a candidate again: a new entry
     assert not late.holds()
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_concerns_says_whether_maybe_gives_a_position(data: Any) -> None:
+    """``CandidateLog.concerns`` (asked of a quiet queue's victim searches at every cycle, engine.core.idle) answers
+    exactly whether ``maybe`` would give a position now, whatever was asked before; and what the positions open
+    (``opens``, which every caller asks) is the same as in a log only ever asked ``maybe``. Rules of one shared
+    scope open every queue but their own alike (``PreemptRule.shared_scope``), as here."""
+    queues = ["a", "b", "c"]
+    bounds = {0: 0.5, 1: 1.5, 2: ANY}
+
+    def rule(plugin: str, shared: int, own: str, most: Optional[int]) -> PreemptRule:
+        return PreemptRule(plugin, plugin, lambda queue: ANY if queue == own else bounds[shared],
+                           max_preemptions=most, shared_scope=shared, own_queues=frozenset((own,)))
+
+    asked, reference = CandidateLog(lambda _: True), CandidateLog(lambda _: True)
+    for _ in range(data.draw(st.integers(1, 12))):
+        for _ in range(data.draw(st.integers(0, 3))):
+            entry = (data.draw(st.sampled_from(queues)), data.draw(st.sampled_from([-ANY, 0.0, 1.0, 2.0])),
+                     data.draw(st.integers(0, 2)))
+            asked.add(*entry, job_id="j")
+            reference.add(*entry, job_id="j")
+        rules = [rule(data.draw(st.sampled_from(["p", "r"])), data.draw(st.sampled_from(sorted(bounds))),
+                      data.draw(st.sampled_from(queues)), data.draw(st.sampled_from([None, 1])))
+                 for _ in range(data.draw(st.integers(1, 3)))]
+        planned = plan(rules) if data.draw(st.integers(0, 4)) else None
+        since = data.draw(st.integers(0, asked.end + 1))
+        concerned = asked.concerns(planned, since)
+        given_now = list(asked.maybe(planned, since))
+        assert concerned == bool(given_now)
+
+        def opened(positions: Any, log: CandidateLog) -> list[int]:
+            return [p for p in positions if any(opens(r, *log.entries[p - log.base][:3]) for r in rules)]
+
+        assert opened(given_now, asked) == opened(reference.maybe(planned, since), reference)

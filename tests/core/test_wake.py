@@ -292,3 +292,36 @@ def test_a_signature_found_holding_is_answered_again_without_its_reads_until_the
     before = hashes[0]
     assert reads.holds(equal)
     assert hashes[0] > before
+
+
+def test_the_ready_read_says_which_clusters_are_ready_with_which_labels() -> None:
+    """``("ready",)``: every parked signature holds it, so its value hashes once (a frozenset of the clusters,
+    names unique: the same facts as the list in name order); it changes with a cluster's readiness, labels or
+    allocatable and with a cluster joining, and stays equal while the clusters are re-reported unchanged."""
+    from engine.core.state import FleetState
+    from engine.core.wake import Reads
+
+    state = FleetState()
+    version = [0]
+    reads = Reads(state, lambda: version[0])
+
+    def value() -> Any:
+        version[0] += 1
+        return reads.value(("ready",))
+
+    def cluster(name: str, ready: bool = True, zone: str = "z1", cpu: int = 4000) -> Cluster:
+        return Cluster(name, labels={"zone": zone}, ready=ready, allocatable={CPU: cpu, MEMORY: 8 * 2**30})
+
+    state.upsert_cluster(cluster("a"))
+    state.upsert_cluster(cluster("b"))
+    first = value()
+    assert isinstance(first[0], frozenset) and {name for name, _ in first[0]} == {"a", "b"}
+    state.upsert_cluster(cluster("b"))                 # re-reported as it was
+    assert value() == first
+    for changed in (cluster("b", ready=False), cluster("b", zone="z2"), cluster("b", cpu=8000)):
+        state.upsert_cluster(changed)
+        assert value() != first, changed
+        state.upsert_cluster(cluster("b"))
+        assert value() == first
+    state.upsert_cluster(cluster("c"))
+    assert value() != first
