@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from engine.core.scheduler import Engine
-from engine.model import Cluster, Job, Queue, Task
+from engine.model import Cluster, CycleResult, Job, Queue, Task
 from engine.pipeline import Pipeline
 from engine.resources import CPU, GPU, MEMORY, PODS
 
@@ -182,53 +182,79 @@ def make_churn_job(rng: random.Random, i: int, queues: list[Queue]) -> Job:
                priority=rng.randint(0, 2), submit_time=float(i), tasks=[Task("worker", replicas, minimum, dict(resources))])
 
 
+class Churn:
+    """A fleet filled from a backlog several times its size (``fill``), then one admitted job finished at a time
+    (``finish``, exact end time, as the simulator reports it) and a cycle after each (``cycle``). The victims of a
+    cycle's preemptions are gone (``Engine.evicted``) before the next finish. ``run_churn`` times the cycles;
+    tools/instructions.py counts their instructions."""
+
+    def __init__(self, shape: BenchShape, pipeline: Pipeline) -> None:
+        self.rng = random.Random(shape.seed)
+        clusters, queues, _ = build_fleet(BenchShape(0, shape.queues, shape.clusters, shape.seed))
+        self.engine = engine = Engine(pipeline)
+        for cluster in clusters:
+            engine.upsert_cluster(cluster)
+        for queue in queues:
+            engine.upsert_queue(queue)
+        for i in range(shape.jobs):
+            engine.submit(make_churn_job(self.rng, i, queues))
+        self.running: list[str] = []
+        self.evicting: list[str] = []
+        self.now = 1.0
+
+    def fill(self) -> CycleResult:
+        """The first cycle, at t=1."""
+        return self._settle(self.engine.cycle(self.now))
+
+    def finish(self) -> bool:
+        """The last cycle's victims gone, one running job (at random) finishes, one second later; False when
+        nothing runs."""
+        self.now += 1.0
+        engine, now = self.engine, self.now
+        for victim in self.evicting:
+            engine.evicted(victim, now, ended_at=now)
+        gone = set(self.evicting)
+        if gone:
+            self.running = [j for j in self.running if j not in gone]
+        if not self.running:
+            return False
+        engine.finished(self.running.pop(self.rng.randrange(len(self.running))), True, ended_at=now)
+        return True
+
+    def cycle(self) -> CycleResult:
+        return self._settle(self.engine.cycle(self.now))
+
+    def _settle(self, result: CycleResult) -> CycleResult:
+        self.evicting = [v for p in result.preemptions for v in p.victims]
+        self.running.extend(a.job_id for a in result.admitted)
+        return result
+
+
 def run_churn(shape: BenchShape, pipeline_factory: Callable[[], Pipeline], policy_name: str,
               finishes: int = 200) -> dict[str, Any]:
-    """Fill the fleet from a backlog several times its size, then finish one admitted job at a time
-    (exact end time, as the simulator reports it) and time the cycle after each finish. The victims of a
-    cycle's preemptions are gone (``Engine.evicted``) before the next finish."""
+    """Fill the fleet, then time the cycle after each finish (``Churn``)."""
     from engine.stats import percentile
 
-    rng = random.Random(shape.seed)
-    clusters, queues, _ = build_fleet(BenchShape(0, shape.queues, shape.clusters, shape.seed))
-    engine = Engine(pipeline_factory())
-    for cluster in clusters:
-        engine.upsert_cluster(cluster)
-    for queue in queues:
-        engine.upsert_queue(queue)
-    for i in range(shape.jobs):
-        engine.submit(make_churn_job(rng, i, queues))
+    churn = Churn(shape, pipeline_factory())
     started = time.perf_counter()
-    first = engine.cycle(1.0)
+    first = churn.fill()
     first_ms = (time.perf_counter() - started) * 1000
-    running = [a.job_id for a in first.admitted]
     times: list[float] = []
     cpu: list[float] = []          # process CPU per cycle: less swayed by other work on a shared machine
     examined: list[int] = []
     admitted = 0
     preemptions = 0
-    evicting: list[str] = [v for p in first.preemptions for v in p.victims]
-    now = 2.0
     for _ in range(finishes):
-        # the victims of the last cycle's preemptions are gone (their grace period ended), as an adapter reports
-        for victim in evicting:
-            engine.evicted(victim, now, ended_at=now)
-        gone = set(evicting)
-        running = [j for j in running if j not in gone] if gone else running
-        if not running:
+        if not churn.finish():
             break
-        job_id = running.pop(rng.randrange(len(running)))
-        engine.finished(job_id, True, ended_at=now)
         started, cpu_started = time.perf_counter(), time.process_time()
-        result = engine.cycle(now)
+        result = churn.cycle()
         times.append((time.perf_counter() - started) * 1000)
         cpu.append((time.process_time() - cpu_started) * 1000)
         examined.append(result.examined)
         admitted += len(result.admitted)
         preemptions += len(result.preemptions)
-        evicting = [v for p in result.preemptions for v in p.victims]
-        running.extend(a.job_id for a in result.admitted)
-        now += 1.0
+    engine = churn.engine
     return {
         "policy": policy_name, "mode": "churn",
         "jobs": shape.jobs, "queues": shape.queues, "clusters": shape.clusters, "seed": shape.seed,

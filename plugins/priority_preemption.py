@@ -24,7 +24,7 @@ from typing import Any, Hashable, Optional
 from engine.core.preempt import ANY, PreemptRule
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
-from engine.model import Job
+from engine.model import Job, Queue
 from engine.plugin import Plugin
 from engine.policy.cel import CelCompiler
 from plugins._celjob import JobCel
@@ -46,6 +46,8 @@ class PriorityPreemption(Plugin):
         super().__init__(configure(self.schema(), config, where), cel, where)
         self.protections = Protections(self.config, self.where)
         self.across: str = self.config["acrossQueues"]
+        self._rules: dict[Hashable, PreemptRule] = {}           # scope -> its rule (``atoll_preempt_rule``)
+        self._rules_read: Optional[dict[str, Queue]] = None     # the queues those rules read
         text = str(self.config["priority"])
         self.expression: Optional[JobCel] = None
         if text.strip() != _PLAIN:
@@ -72,14 +74,29 @@ class PriorityPreemption(Plugin):
 
     @hookimpl
     def atoll_preempt_rule(self, job: Job, state: FleetState, now: float) -> Optional[PreemptRule]:
+        """The rule of ``job``'s scope: kept per scope (the rule is a function of it and of the queues it reads
+        live), so that the 15,000 searches of a saturated start build ~3,000 rules, not 15,000."""
         mine = self.rank(job)
-        own = state.queues.get(job.queue)
+        queues = state.queues
+        own = queues.get(job.queue)
         if own is None:
             return None
-        across, queues, level = self.across, state.queues, own.priority
+        scope = (job.queue, mine, own.priority, self.across)
+        if self._rules_read is not queues:
+            self._rules.clear()
+            self._rules_read = queues
+        rule = self._rules.get(scope)
+        if rule is None:
+            if len(self._rules) >= 65536:
+                self._rules.clear()
+            rule = self._rules[scope] = self._rule(job.queue, mine, own.priority, queues)
+        return rule
+
+    def _rule(self, mine_queue: str, mine: int, level: int, queues: dict[str, Queue]) -> PreemptRule:
+        across = self.across
 
         def victim_queues(name: str) -> Optional[float]:
-            if name == job.queue:
+            if name == mine_queue:
                 return mine
             if across == "none":
                 return None
@@ -92,8 +109,8 @@ class PriorityPreemption(Plugin):
 
         # victim_queues reads the queues' priorities live; the rest is fixed by the scope, and outside the
         # preemptor's own queue by the shared scope
-        return self.protections.rule("priority", self.name, victim_queues, scope=(job.queue, mine, level, across),
-                                     shared_scope=(mine, level, across), own_queues=frozenset((job.queue,)))
+        return self.protections.rule("priority", self.name, victim_queues, scope=(mine_queue, mine, level, across),
+                                     shared_scope=(mine, level, across), own_queues=frozenset((mine_queue,)))
 
 
 PLUGINS = [PriorityPreemption]

@@ -61,3 +61,29 @@ def test_rules_of_equal_shared_scopes_open_the_other_queues_alike(state: FleetSt
             for name in [*NAMES, "gone"]:
                 if name not in one.own_queues and name not in other.own_queues:
                     assert one.victim_queues(name) == other.victim_queues(name), (name, one.scope, other.scope)
+
+
+@settings(max_examples=200, deadline=None)
+@given(states(), st.lists(st.tuples(st.sampled_from(NAMES), st.integers(0, 3), st.sampled_from(NAMES),
+                                    st.sampled_from((0, 5, 10))), min_size=1, max_size=12),
+       st.sampled_from(("none", "queuePriority", "queueThenJob")))
+def test_a_kept_priority_rule_answers_as_a_fresh_one(state: FleetState, steps: list[tuple], across: str) -> None:
+    """priority-preemption keeps its rule per scope (built once for the 15,000 searches of a saturated start): a
+    rule it hands out again answers as one built anew in the state of the moment, queue priorities edited between
+    the asks (its own queue's moves it to another scope; the others it reads live)."""
+    kept = PriorityPreemption({"acrossQueues": across}, None)
+    for queue, priority, edited, level in steps:
+        state.queues[edited].priority = level
+        rule = _rules(state, [kept], queue, priority, 1000)
+        fresh = _rules(state, [PriorityPreemption({"acrossQueues": across}, None)], queue, priority, 1000)
+        assert [(r.scope, r.shared_scope, r.own_queues) for r in rule] == \
+               [(r.scope, r.shared_scope, r.own_queues) for r in fresh]
+        for one, other in zip(rule, fresh):
+            assert [one.victim_queues(name) for name in NAMES] == [other.victim_queues(name) for name in NAMES]
+    other_state = FleetState()
+    for queue in state.queues.values():
+        other_state.upsert_queue(queue)
+    (job_queue, priority, _, _) = steps[0]
+    # a state of its own (another queues dict): its rules read that one
+    assert all(a is not b for a, b in zip(_rules(other_state, [kept], job_queue, priority, 1000),
+                                          _rules(state, [kept], job_queue, priority, 1000)))
