@@ -119,3 +119,15 @@ def test_policy_order_decides_first_results() -> None:
     assert pipeline.admit(job=job, state=None) == Refusal("one", "first")
     assert second.calls == []
     assert pipeline.filter(job=job, clusters=[], state=None) == [{"a": "1"}, {"b": "2"}]
+
+
+def test_registered_plugins_get_a_plain_dict_of_their_attributes_again() -> None:
+    """pluggy's register lists a plugin's attributes (``dir``), which leaves them in a split dict that CPython
+    3.11 reads without specialising: the Pipeline gives each plugin a new dict of the same items (_own_dict)."""
+    first, second = answering("first", "one", {"a": "1"}), answering("second", None, None)
+    before = {id(p): (p.__dict__, dict(p.__dict__)) for p in (first, second)}
+    pipeline = Pipeline({"admit": [first, second], "place": [first]})
+    for plugin in (first, second):
+        kept, items = before[id(plugin)]
+        assert plugin.__dict__ is not kept and plugin.__dict__ == items and type(plugin.__dict__) is dict
+    assert pipeline.admit_positional(Job(id="j", name="j"), None) == Refusal("one", "first")
