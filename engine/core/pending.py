@@ -36,14 +36,16 @@ class PendingBooks:
 
     def _block(self, job: Job, refusal: Refusal, result: CycleResult) -> None:
         job.blocked_epoch = self.state.capacity_epoch
-        if refusal.reason != job.pending_reason:
-            job.pending_reason = refusal.reason
-            result.reasons[job.id] = refusal.reason
-            group = self._backlog.group(job.id) if self._keyed else None
-            if group is not None and group.reason != refusal.reason:
+        reason = refusal.reason
+        if reason != job.pending_reason:
+            job.pending_reason = reason
+            result.reasons[job.id] = reason
+            # (Backlog.group, inlined: once per refused job of a first cycle)
+            group = self._backlog._group_of.get(job.id) if self._keyed else None
+            if group is not None and group.reason != reason:
                 self._quiet.remove(group)
                 # a group not shared holds its one job; else its size says (its entries are cold: one per pending job)
-                group.reason = refusal.reason if not group.shared or group.size == 1 else None
+                group.reason = reason if not group.shared or group.size == 1 else None
         if refusal.retry_at is not None:
             heapq.heappush(self._timers, (refusal.retry_at, job.id))
 

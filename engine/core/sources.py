@@ -198,7 +198,11 @@ class ListSource:
         if self._peeked:
             self._peeked = False
             return self._ahead
-        return self._pull()
+        at = self.at                             # _pull, inlined: once per job taken
+        if at < len(self.jobs):
+            self.at = at + 1
+            return self.jobs[at]
+        return None
 
     def _pull(self) -> Optional[Job]:
         at = self.at

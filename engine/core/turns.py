@@ -35,6 +35,7 @@ class QueueTurns:
     _stamp: int
     exhaustive: bool
     _key_kept: bool = False         # the last key asked was cached (``_queue_key``): no bound is tried after it
+    _bound_candidate: Optional[Job] = None      # ``_bound_turn``'s candidate (one Job, not one built per bound)
     _queue_keys: dict[str, dict[Hashable, tuple[Hashable, tuple]]]
     _examine: Callable[[Job, float, CycleResult], Optional[Refusal]]
 
@@ -152,7 +153,10 @@ class QueueTurns:
         queue = self.state.queues.get(name)
         if queue is None:
             return None
-        most = Job(id="", name="", queue=name)             # a candidate that is only a demand
+        most = self._bound_candidate            # a candidate that is only a demand, re-aimed at each bound
+        if most is None:
+            most = self._bound_candidate = Job(id="", name="", queue=name)
+        most.queue = name
         most.demand, until = source.most_ahead(ahead)
         bound = (0, join_keys(self.pipeline.queue_order_positional(queue, self.state, most)), name)
         if heap[1][0] < bound or (len(heap) > 2 and heap[2][0] < bound):

@@ -79,3 +79,13 @@ def test_a_job_keeps_its_own_fields_only() -> None:
     assert j.demand == {CPU: 2000}
     bigger = dataclasses.replace(j, tasks=[Task("a", 4, 1, {CPU: 1000})])
     assert bigger.demand == {CPU: 4000} and bigger.min_demand == {CPU: 1000} and j.demand == {CPU: 2000}
+
+
+def test_derived_values_are_in_their_slots_when_the_job_is_built() -> None:
+    """Derived when built, not on first read: a ``__getattr__`` (the lazy way) would leave every job field read
+    unspecialised in CPython 3.11 (``LOAD_ATTR_SLOT`` needs the generic ``tp_getattro``)."""
+    assert not hasattr(Job, "__getattr__") and Job.__getattribute__ is object.__getattribute__
+    j = job(1, [("a", 3, 2, {CPU: 1000, GPU: 1})])
+    for name in model._DERIVED:                  # read straight from the slots, as a specialised read does
+        assert getattr(Job, name).__get__(j, Job) is not None
+    assert Job.min_pods.__get__(j, Job) == model.pods_of([({CPU: 1000, GPU: 1}, 2)])   # type: ignore[attr-defined]

@@ -63,6 +63,30 @@ def test_direct_calls_equal_pluggy_calls(answers: list[tuple[Optional[str], Opti
     assert [p.calls for p in ours] == [p.calls for p in theirs]      # same plugins called, same order
 
 
+class Both(Answering):
+    """Its admit takes every argument of the spec, in order: ``_positional`` calls it with both as they are."""
+
+    @hookimpl
+    def atoll_admit(self, job: Job, state: Any) -> Optional[Refusal]:
+        self.calls.append(f"admit {state}")
+        return Refusal(self.admit_reason, self.label) if self.admit_reason else None
+
+
+@pytest.mark.parametrize("answers", CASES)
+def test_two_argument_calls_equal_pluggy_calls(answers: list[tuple[Optional[str], Optional[dict[str, str]]]]) -> None:
+    def plugins() -> list[Answering]:
+        return [type(f"Both_{i}", (Both,), {"name": f"p{i}"})(f"p{i}", admit, None)
+                for i, (admit, _) in enumerate(answers)]
+
+    ours, theirs = plugins(), plugins()
+    direct, hooks = _manager(ours, "test").hook, _manager(theirs, "test").hook
+    job = Job(id="j", name="j")
+    caller = _positional(direct.atoll_admit, None)
+    assert caller.__qualname__.startswith("_first_of_two.")       # the plain two-argument caller
+    assert caller(job, "s") == hooks.atoll_admit(job=job, state="s")
+    assert [p.calls for p in ours] == [p.calls for p in theirs]      # same plugins called, same order, same state
+
+
 def test_a_missing_argument_is_pluggy_s_error() -> None:
     hook = _manager([answering("p", None, None)], "test").hook
     with pytest.raises(pluggy.HookCallError, match="'job'"):
@@ -95,3 +119,15 @@ def test_policy_order_decides_first_results() -> None:
     assert pipeline.admit(job=job, state=None) == Refusal("one", "first")
     assert second.calls == []
     assert pipeline.filter(job=job, clusters=[], state=None) == [{"a": "1"}, {"b": "2"}]
+
+
+def test_registered_plugins_get_a_plain_dict_of_their_attributes_again() -> None:
+    """pluggy's register lists a plugin's attributes (``dir``), which leaves them in a split dict that CPython
+    3.11 reads without specialising: the Pipeline gives each plugin a new dict of the same items (_own_dict)."""
+    first, second = answering("first", "one", {"a": "1"}), answering("second", None, None)
+    before = {id(p): (p.__dict__, dict(p.__dict__)) for p in (first, second)}
+    pipeline = Pipeline({"admit": [first, second], "place": [first]})
+    for plugin in (first, second):
+        kept, items = before[id(plugin)]
+        assert plugin.__dict__ is not kept and plugin.__dict__ == items and type(plugin.__dict__) is dict
+    assert pipeline.admit_positional(Job(id="j", name="j"), None) == Refusal("one", "first")

@@ -10,18 +10,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.core.state import FleetState
-from engine.model import Job
+from engine.model import Job, Task
+from engine.resources import CPU, GPU
 from plugins.gang import Gang
-from tests.core.test_fit_holds import EVENT, POD, REPORT, cluster, job_of, play
+from tests.core.test_fit_holds import EVENT, POD, REPORT, cluster, play
 
 ASK = st.tuples(POD, st.integers(1, 12), st.integers(0, 12))       # per pod, minAvailable, extra replicas
 
 
 def ask(spec: tuple[tuple[int, int], int, int], n: int) -> Job:
     (gpus, cpu), low, extra = spec
-    job = job_of(f"ask{n}", gpus, cpu, low + extra)
-    job.tasks[0].min_available = low
-    return job
+    return Job(id=f"ask{n}", name=f"ask{n}", queue="q",     # tasks are fixed once a Job is built: minAvailable now
+               tasks=[Task("t", low + extra, low, {CPU: cpu, **({GPU: gpus} if gpus else {})})])
 
 
 def check(gang: Gang, state: FleetState, asks: list, split: bool) -> None:
