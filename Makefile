@@ -32,8 +32,13 @@ browser-deps:
 typecheck: setup
 	$(BIN)/mypy
 
+# The unit tests on UNIT_WORKERS pytest-xdist workers (CI has 2 cores). loadfile: one worker runs a test file
+# whole, in order, so a module fixture (the installed wheel's venv, the example plugin, Chromium) is built once.
+# (Not loadgroup: xdist 3.8 marks groups by rewriting item._nodeid, which pytest 9.2 no longer reads, so its
+# xdist_group marks are silently ignored.) `pytest tests` still runs them serially.
+UNIT_WORKERS ?= 2
 unit: setup
-	$(BIN)/pytest -q tests
+	$(BIN)/pytest -q -n $(UNIT_WORKERS) --dist loadfile tests
 
 # CI gets its own fleet (state dir and port block), so it never reuses or collides with a developer's
 # fleet on the default /tmp/atoll-e2e and ports 31400+. Either can still be overridden from the environment.

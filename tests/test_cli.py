@@ -128,11 +128,14 @@ def test_unwritable_output_fails_before_the_simulation(tmp_path: Path, capsys: p
 
 
 # -- kubeconfig, context, API server ---------------------------------------------------------------------------
-def _free_port() -> int:
+@pytest.fixture(scope="module")
+def dead_port() -> Iterator[int]:
+    """A loopback port that refuses connections: bound (so no other test or xdist worker can take it while
+    these tests run) but never listening. A port closed right after binding could be reused meanwhile."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
-        return port
+        yield port
 
 
 BINDING = {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
@@ -170,8 +173,8 @@ def fake_api() -> Iterator[str]:
     server.shutdown()
 
 
-def kubeconfig(tmp_path: Path, fake: str) -> Path:
-    dead = f"http://127.0.0.1:{_free_port()}"
+def kubeconfig(tmp_path: Path, fake: str, dead_port: int) -> Path:
+    dead = f"http://127.0.0.1:{dead_port}"
     doc = {"apiVersion": "v1", "kind": "Config", "current-context": "dead",
            "clusters": [{"name": "dead", "cluster": {"server": dead}}, {"name": "fake", "cluster": {"server": fake}}],
            "users": [{"name": "u", "user": {"token": "good"}}, {"name": "bad", "user": {"token": "bad"}}],
@@ -183,8 +186,8 @@ def kubeconfig(tmp_path: Path, fake: str) -> Path:
     return path
 
 
-def test_explain_with_context_and_output(tmp_path: Path, fake_api: str) -> None:
-    kc = str(kubeconfig(tmp_path, fake_api))
+def test_explain_with_context_and_output(tmp_path: Path, fake_api: str, dead_port: int) -> None:
+    kc = str(kubeconfig(tmp_path, fake_api, dead_port))
     done = atoll("explain", "ns/job-a", "--kubeconfig", kc, "--context", "fake")
     assert done.returncode == 0, done.stderr
     assert "why: queue full" in done.stdout
@@ -203,8 +206,9 @@ def test_explain_with_context_and_output(tmp_path: Path, fake_api: str) -> None:
     ("refused", "answered 401 Unauthorized (the kubeconfig's credentials were refused)"),
     ("no kubeconfig at all", "no kubeconfig"),
 ])
-def test_kubeconfig_and_connection_errors_are_one_line(case: str, words: str, tmp_path: Path, fake_api: str) -> None:
-    kc = kubeconfig(tmp_path, fake_api)
+def test_kubeconfig_and_connection_errors_are_one_line(case: str, words: str, tmp_path: Path, fake_api: str,
+                                                      dead_port: int) -> None:
+    kc = kubeconfig(tmp_path, fake_api, dead_port)
     garbage = tmp_path / "garbage"
     garbage.write_text("clusters: [")
     args, env = {

@@ -8,6 +8,7 @@ empty directory."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +23,12 @@ def atoll(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     work = tmp_path_factory.mktemp("installed")
     dist = work / "dist"
     env = clean_env()      # a PYTHONPATH at a checkout would make pip see atoll installed and install nothing
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
+    # Built from a copy: setuptools builds in the source tree (build/, atoll.egg-info/), which would write into
+    # the checkout other tests read, and a stale build/lib there could put a deleted file into the wheel
+    source = work / "src"
+    shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "*.egg-info", ".hypothesis", "__pycache__", ".mypy_cache", ".pytest_cache"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(source)],
                    check=True, cwd=work, env=env, capture_output=True)
     wheel = next(dist.glob("atoll-*.whl"))
     venv = work / "venv"
