@@ -60,13 +60,20 @@ def make_job(rng: random.Random, i: int, queues: list[Queue]) -> Job:
                tasks=[Task("worker", replicas, replicas, resources)])
 
 
-def run_bench(shape: BenchShape, pipeline_factory: Callable[[], Pipeline], policy_name: str) -> dict[str, Any]:
-    clusters, queues, jobs = build_fleet(shape)
-    engine = Engine(pipeline_factory())
+def fleet_engine(clusters: list[Cluster], queues: list[Queue], pipeline: Pipeline) -> Engine:
+    """An Engine that knows the bench fleet's clusters and queues; its jobs are the caller's to submit (run_bench
+    times the submits, tools/instructions.py counts none of them)."""
+    engine = Engine(pipeline)
     for cluster in clusters:
         engine.upsert_cluster(cluster)
     for queue in queues:
         engine.upsert_queue(queue)
+    return engine
+
+
+def run_bench(shape: BenchShape, pipeline_factory: Callable[[], Pipeline], policy_name: str) -> dict[str, Any]:
+    clusters, queues, jobs = build_fleet(shape)
+    engine = fleet_engine(clusters, queues, pipeline_factory())
     started = time.perf_counter()
     for job in jobs:
         engine.submit(job)
@@ -191,11 +198,7 @@ class Churn:
     def __init__(self, shape: BenchShape, pipeline: Pipeline) -> None:
         self.rng = random.Random(shape.seed)
         clusters, queues, _ = build_fleet(BenchShape(0, shape.queues, shape.clusters, shape.seed))
-        self.engine = engine = Engine(pipeline)
-        for cluster in clusters:
-            engine.upsert_cluster(cluster)
-        for queue in queues:
-            engine.upsert_queue(queue)
+        self.engine = engine = fleet_engine(clusters, queues, pipeline)
         for i in range(shape.jobs):
             engine.submit(make_churn_job(self.rng, i, queues))
         self.running: list[str] = []

@@ -38,8 +38,7 @@ def test_the_counted_cycles_are_the_benchs_after_the_warm_ones() -> None:
 def test_the_fresh_count_is_run_bench_s_first_cycle_and_its_decisions() -> None:
     """``--fresh``: one first cycle of the fleet ``run_bench`` builds (node shapes too); its (examined, admitted)
     and digests of its admissions, in order with their placements, and of its pending reasons."""
-    from engine.bench import build_fleet
-    from engine.core.scheduler import Engine
+    from engine.bench import build_fleet, fleet_engine
 
     tool = _tool()
     for shapes in ([], ["--node-shapes"]):
@@ -49,11 +48,7 @@ def test_the_fresh_count_is_run_bench_s_first_cycle_and_its_decisions() -> None:
         assert run.returncode == 0, run.stderr
         out = json.loads(run.stdout)
         clusters, queues, jobs = build_fleet(BenchShape(600, 6, 2, 1, bool(shapes)))
-        engine = Engine(load_policy(ROOT / "policies" / "default.yaml").pipeline)
-        for cluster in clusters:
-            engine.upsert_cluster(cluster)
-        for queue in queues:
-            engine.upsert_queue(queue)
+        engine = fleet_engine(clusters, queues, load_policy(ROOT / "policies" / "default.yaml").pipeline)
         for job in jobs:
             engine.submit(job)
         result = engine.cycle(1.0)

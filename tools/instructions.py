@@ -102,16 +102,11 @@ def _inside(args: argparse.Namespace) -> int:
 
 def _inside_fresh(args: argparse.Namespace) -> int:
     """run_bench's first cycle: the same fleet, upserts and submits (not counted), then ``engine.cycle(1.0)``."""
-    from engine.bench import BenchShape, build_fleet
-    from engine.core.scheduler import Engine
+    from engine.bench import BenchShape, build_fleet, fleet_engine
     from engine.policy.load import load_policy
 
     clusters, queues, jobs = build_fleet(BenchShape(args.jobs, args.queues, args.clusters, 1, args.node_shapes))
-    engine = Engine(load_policy(args.policy).pipeline)
-    for cluster in clusters:
-        engine.upsert_cluster(cluster)
-    for queue in queues:
-        engine.upsert_queue(queue)
+    engine = fleet_engine(clusters, queues, load_policy(args.policy).pipeline)
     for job in jobs:
         engine.submit(job)
 
