@@ -302,7 +302,7 @@ class QueueTurns:
     def _queue_key(self, name: str, candidate: Optional[Job] = None,
                    cache: Optional[tuple[dict[Hashable, tuple[Hashable, tuple]], Hashable]] = None) -> tuple:
         """The queue's order key by ``candidate`` (its shape); ``cache``: ``_key_cache(name)`` if at hand."""
-        shape = None if candidate is None else candidate.shape
+        shape = None if candidate is None else candidate.shape_key
         keys, valid = cache if cache is not None else self._key_cache(name)
         cached = keys.get(shape)
         if cached is not None and cached[0] == valid:
