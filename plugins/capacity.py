@@ -114,6 +114,13 @@ class Capacity(Plugin):
         return None
 
     def _fleet(self, queue: Queue, demand: Resources, state: FleetState) -> Optional[Refusal]:
+        if not self.guarantees:           # nothing kept for others (the default): _fleet_short's fit, inlined
+            free = state.fleet_free       # for the usual case, a demand that fits (once per examined job)
+            for resource, amount in demand.items():
+                if amount > free.get(resource, 0):
+                    break
+            else:
+                return None
         short = self._fleet_short(state, (queue.name, demand.items()))
         if short is None:
             return None
