@@ -192,8 +192,10 @@ class GpuCapacity(Plugin):
         queue = state.queues.get(job.queue)
         chain = [queue, *state.ancestors(job.queue)] if queue is not None else []
         for q in chain:
-            used = self.gpus(q.allocated)
             quota = self.quotas.get(q.name)
+            if quota is None and not q.capability:
+                continue                  # no limit on this queue: its GPU usage is not read (once per GPU job)
+            used = self.gpus(q.allocated)
             if quota is not None and sum(used.values()) + count > quota:
                 return Refusal(f"queue {q.name} GPU quota {quota} would be exceeded: {sum(used.values())} in use, "
                                f"job needs {count}", self.name)
