@@ -107,7 +107,10 @@ class QueueTurns:
                         heapq.heapreplace(heap, (fresh, name))
                         continue
                     heap[0] = (fresh, name)       # still below both children: first, without a heap step
-            if self._quiet_now(name, source):     # every group parked and holding now (engine.core.idle)
+            # every group parked and holding now (engine.core.idle); _quiet_now's first no, checked here first: once
+            # per examined job, and a full first cycle's queues mostly have no group counted
+            if source.whole and (source.quiet is not None or self._quiet.count.get(name)) \
+                    and self._quiet_now(name, source):
                 if self._rest_quiet(heap, sources, rest):
                     result.quiet += len(heap)     # each would pass its refusals and change nothing: done
                     heap.clear()
