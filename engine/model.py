@@ -8,6 +8,7 @@ Every amount is an exact integer (see ``engine.resources``).
 from __future__ import annotations
 
 import enum
+import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Optional
 
@@ -97,6 +98,7 @@ class Job:
 
     # --- derived from tasks when the job is built (``__post_init__``), read from their slots like any field ---
     shape: tuple[tuple[str, int, int, tuple[tuple[str, int], ...]], ...] = field(init=False, repr=False)
+    shape_key: int = field(init=False, repr=False)     # ``shape``'s number (``_SHAPE_KEYS``): a cheap dict key
     demand: Resources = field(init=False, repr=False)
     min_demand: Resources = field(init=False, repr=False)
     pods: Pods = field(init=False, repr=False)
@@ -140,10 +142,20 @@ def _shape(job: Job) -> tuple[tuple[str, int, int, tuple[tuple[str, int], ...]],
     if known is None:
         if len(_SHAPES) >= 65536:
             _SHAPES.clear()
+            _SHAPE_KEYS.clear()
             for values in _BY_SHAPE.values():
                 values.clear()
         known = _SHAPES[shape] = shape
+        _SHAPE_KEYS[shape] = next(_NUMBERS)
     return known
+
+
+def _shape_key(job: Job) -> int:
+    """``job.shape``'s number: equal shapes, one number, and a number is never given to another shape (numbers are
+    not reused when the interned shapes are dropped: an equal shape interned again gets a new one). So a per-shape
+    cache may be keyed by it instead of the shape: hashing a shape hashes every nested tuple again (CPython keeps no
+    tuple's hash), and a large first cycle looks its shape up in several per-shape caches per examined job."""
+    return _SHAPE_KEYS[job.shape]
 
 
 def _by_shape(name: str, compute: Callable[[Job], Any]) -> Callable[[Job], Any]:
@@ -178,6 +190,7 @@ def _min_demand(job: Job) -> Resources:
 _BY_SHAPE: dict[str, dict[Hashable, Any]] = {}
 _DERIVED: dict[str, Callable[[Job], Any]] = {
     "shape": _shape,
+    "shape_key": _shape_key,
     "demand": _by_shape("demand", _demand),
     "min_demand": _by_shape("min_demand", _min_demand),
     # all replicas as (per-pod request, count): what must fit on nodes, not just in totals
@@ -209,6 +222,9 @@ class Cluster:
 _SHAPES: dict[tuple[tuple[str, int, int, tuple[tuple[str, int], ...]], ...],
               tuple[tuple[str, int, int, tuple[tuple[str, int], ...]], ...]] = {}
 """Job shapes interned (``Job.shape``): equal values, one object. Bounded; a value works the same either way."""
+_SHAPE_KEYS: dict[tuple[tuple[str, int, int, tuple[tuple[str, int], ...]], ...], int] = {}
+"""The interned shapes' numbers (``Job.shape_key``), dropped with them."""
+_NUMBERS = itertools.count()
 
 
 def pods_of(parts: Any) -> Pods:

@@ -29,7 +29,7 @@ class ScoreCache:
         self.weights = weights
         self._state: Optional[FleetState] = None
         # shape -> (touched position scored at, node-aware or not, cluster -> score)
-        self._kept: dict[Hashable, tuple[int, bool, dict[str, Optional[int]]]] = {}
+        self._kept: dict[int, tuple[int, bool, dict[str, Optional[int]]]] = {}
 
     def scores(self, job: Job, clusters: Sequence[Cluster], state: FleetState) -> list[Optional[int]]:
         if state.capacity_epoch < 0:                    # a dry run's supposed state: nothing kept
@@ -38,7 +38,7 @@ class ScoreCache:
             self._state = state
             self._kept.clear()
         aware = state.any_node_shapes
-        kept = self._kept.get(job.shape)
+        kept = self._kept.get(job.shape_key)
         since = state.touched_since(kept[0], 8 * len(clusters) + 64) if kept is not None and kept[1] == aware else None
         known: dict[str, Optional[int]] = {}
         if kept is not None and since is not None:
@@ -51,5 +51,5 @@ class ScoreCache:
                 known[cluster.name] = score
         if kept is None and len(self._kept) >= _SHAPES_MAX:
             self._kept.clear()
-        self._kept[job.shape] = (state.touched_end, aware, known)
+        self._kept[job.shape_key] = (state.touched_end, aware, known)
         return [known[cluster.name] for cluster in clusters]

@@ -114,6 +114,12 @@ class Capacity(Plugin):
         return None
 
     def _fleet(self, queue: Queue, demand: Resources, state: FleetState) -> Optional[Refusal]:
+        if not self.guarantees:           # nothing kept for others (the default): _fleet_short inlined (once per
+            free = state.fleet_free       # examined job), the same first short resource and nothing kept
+            for resource, amount in demand.items():
+                if amount > free.get(resource, 0):
+                    return self._fleet_refusal("", resource, amount, False, state.fleet_allocatable.get(resource, 0))
+            return None
         short = self._fleet_short(state, (queue.name, demand.items()))
         if short is None:
             return None

@@ -60,7 +60,7 @@ class Gang(Plugin):
         self.allow_split = bool(self.config["allowSplit"])
         self._reasons = ReasonCache()
         self._node_refusals: dict[object, Refusal] = {}  # node-view refusals by the gang minimum's pods
-        self._minimums: dict[Hashable, _Minimum] = {}   # job shape -> its gang minimum
+        self._minimums: dict[int, _Minimum] = {}   # job shape (its key) -> its gang minimum
 
     def judges_fitting_clusters_only(self) -> bool:
         return not self.allow_split      # one cluster holding the minimum; a split gang also uses smaller ones
@@ -91,7 +91,7 @@ class Gang(Plugin):
         cycle 93 % of the calls: most jobs are refused, and refusals change nothing). A new cycle asks again
         (``atoll_cycle_start``), so a state whose facts are replaced without a change (a measurement's oracle,
         engine.sim.node_oracle, between cycles) never gets a verdict of the cycle before."""
-        known = self._minimums.get(job.shape) or self._minimum(job)     # the lookup inlined: ~100,000 calls a cycle
+        known = self._minimums.get(job.shape_key) or self._minimum(job)     # the lookup inlined: ~100,000 calls a cycle
         if known.state is state and known.changes == state.changes:
             return known.verdict
         verdict = known.verdict = self._admit(known, state)
@@ -123,12 +123,12 @@ class Gang(Plugin):
         """``job.min_demand`` and ``job.min_pods`` (and its node refusal once needed), shared by every job of its
         shape (they depend on its tasks only): a large first cycle refuses ~100,000 jobs of a few hundred
         shapes, and building them per job cost ~6 us of its ~10. Read only, but for the refusal."""
-        known = self._minimums.get(job.shape)
+        known = self._minimums.get(job.shape_key)
         if known is None:
             if len(self._minimums) >= 4096:
                 self._minimums.clear()
             need, pods = job.min_demand, job.min_pods
-            known = self._minimums[job.shape] = _Minimum(need, pods, tuple(need.items()), one_pod_shape(pods))
+            known = self._minimums[job.shape_key] = _Minimum(need, pods, tuple(need.items()), one_pod_shape(pods))
         return known
 
     def _node_refusal(self, need: dict[str, int], pods: Pods) -> Refusal:

@@ -46,8 +46,8 @@ class GpuCapacity(Plugin):
         self.allow_split = bool(self.config["allowSplit"])
         self._is_gpu: dict[str, bool] = {}
         self._reasons = ReasonCache()
-        self._job_gpus: dict[Hashable, tuple[Resources, Resources]] = {}           # by job shape
-        self._gpu_pods: dict[Hashable, tuple[tuple[tuple[Resources, int], ...], Pods]] = {}   # by job shape
+        self._job_gpus: dict[int, tuple[Resources, Resources]] = {}           # by job shape
+        self._gpu_pods: dict[int, tuple[tuple[tuple[Resources, int], ...], Pods]] = {}   # by job shape
         self._model_index: tuple[Optional[list[Cluster]], dict[str, list[str]]] = (None, {})
 
     # -- helpers ------------------------------------------------------------------------------
@@ -73,7 +73,7 @@ class GpuCapacity(Plugin):
         """(GPU part of the demand, GPU part of the gang minimum), shared by every job of the same
         ``job.shape`` (they depend on its tasks only, and a changed job is a new Job object): a large
         first cycle asks this of ~100,000 jobs of a few hundred shapes. Read only."""
-        cached = self._job_gpus.get(job.shape)
+        cached = self._job_gpus.get(job.shape_key)
         if cached is None:
             if len(self._job_gpus) >= 4096:
                 self._job_gpus.clear()
@@ -85,7 +85,7 @@ class GpuCapacity(Plugin):
             if want and not minimum:         # minAvailable 0: at least one GPU replica must fit somewhere
                 minimum = min((g for g in (self.gpus(t.resources) for t in job.tasks) if g),
                               key=lambda g: sorted(g.items()))
-            cached = self._job_gpus[job.shape] = (want, minimum)
+            cached = self._job_gpus[job.shape_key] = (want, minimum)
         return cached
 
     def gpu_pods(self, job: Job) -> tuple[tuple[Resources, int], ...]:
@@ -96,7 +96,7 @@ class GpuCapacity(Plugin):
     def _gpu_pods_of(self, job: Job) -> tuple[tuple[tuple[Resources, int], ...], Pods]:
         """``gpu_pods`` and the same pods in ``Job.min_pods``' canonical form (sorted pairs, equal shapes
         merged), which ``FleetState.fits_tasks`` memoises and answers from replica counts for one shape."""
-        cached = self._gpu_pods.get(job.shape)
+        cached = self._gpu_pods.get(job.shape_key)
         if cached is None:
             if len(self._gpu_pods) >= 4096:
                 self._gpu_pods.clear()
@@ -104,7 +104,7 @@ class GpuCapacity(Plugin):
             if not pods:
                 pods = tuple((g, 1) for g in [min((g for g in (self.gpus(t.resources) for t in job.tasks) if g),
                                                   key=lambda g: sorted(g.items()), default={})] if g)
-            cached = self._gpu_pods[job.shape] = (pods, pods_of(pods))
+            cached = self._gpu_pods[job.shape_key] = (pods, pods_of(pods))
         return cached
 
     def _fits_here(self, job: Job, minimum: Resources, state: FleetState, cluster: str) -> bool:
@@ -155,7 +155,7 @@ class GpuCapacity(Plugin):
     # -- admit --------------------------------------------------------------------------------
     @hookimpl
     def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:
-        want, minimum = self._job_gpus.get(job.shape) or self.job_gpus(job)   # lookup inlined: ~100,000 calls a cycle
+        want, minimum = self._job_gpus.get(job.shape_key) or self.job_gpus(job)   # lookup inlined: ~100,000 calls a cycle
         if not want:
             return None
         refusal = self._quota(job, want, state)
@@ -192,8 +192,10 @@ class GpuCapacity(Plugin):
         queue = state.queues.get(job.queue)
         chain = [queue, *state.ancestors(job.queue)] if queue is not None else []
         for q in chain:
-            used = self.gpus(q.allocated)
             quota = self.quotas.get(q.name)
+            if quota is None and not q.capability:
+                continue                  # no limit on this queue: its GPU usage is not read (once per GPU job)
+            used = self.gpus(q.allocated)
             if quota is not None and sum(used.values()) + count > quota:
                 return Refusal(f"queue {q.name} GPU quota {quota} would be exceeded: {sum(used.values())} in use, "
                                f"job needs {count}", self.name)

@@ -90,21 +90,27 @@ class QueueTurns:
         state = self.state
         bounded = self.pipeline.queue_keys_bounded and not self.exhaustive      # the reference keys by every job
         # (queue, stamp, changes) in which the queue keeps its turn without being keyed, for its jobs before ``until``
-        # (``_bound_turn``); ``ahead``: how many jobs the next bound looks at, ``again``: no try before that position
-        through: tuple = ()
+        # (``_bound_turn``); ``ahead``: how many jobs the next bound looks at, ``again``: no try before that position.
+        # Three locals rather than a tuple: compared once or twice per examined job, a tuple was built each time
+        through_name: Optional[str] = None
+        through_stamp = through_changes = -1
         until = again = 0
         ahead = _AHEAD
         while heap:
             key, name = heap[0]
             source = sources[name]
-            if through != (name, self._stamp, state.changes) or source.position >= until:
+            if through_name != name or through_stamp != self._stamp or through_changes != state.changes \
+                    or source.position >= until:
                 fresh = self._queue_key(name, source.peek())
                 if fresh != key:                  # usage or next job changed since pushed: re-queue lazily
                     if (len(heap) > 1 and heap[1][0] < fresh) or (len(heap) > 2 and heap[2][0] < fresh):
                         heapq.heapreplace(heap, (fresh, name))
                         continue
                     heap[0] = (fresh, name)       # still below both children: first, without a heap step
-            if self._quiet_now(name, source):     # every group parked and holding now (engine.core.idle)
+            # every group parked and holding now (engine.core.idle); _quiet_now's first no, checked here first: once
+            # per examined job, and a full first cycle's queues mostly have no group counted
+            if source.whole and (source.quiet is not None or self._quiet.count.get(name)) \
+                    and self._quiet_now(name, source):
                 if self._rest_quiet(heap, sources, rest):
                     result.quiet += len(heap)     # each would pass its refusals and change nothing: done
                     heap.clear()
@@ -126,12 +132,13 @@ class QueueTurns:
                 source.done = True
                 continue
             result.examined += 1
-            at = (name, self._stamp, state.changes)
+            stamp, changes = self._stamp, state.changes
             source.examined(job, self._examine(job, now, result))
-            if bounded and at == (name, self._stamp, state.changes):     # refused, nothing changed
+            if bounded and stamp == self._stamp and changes == state.changes:     # refused, nothing changed
                 position = source.position
-                if at != through:
-                    through, until, again, ahead = at, 0, 0, _AHEAD     # a new turn, or a new state
+                if through_name != name or through_stamp != stamp or through_changes != changes:
+                    through_name, through_stamp, through_changes = name, stamp, changes     # a new turn, or a new state
+                    until, again, ahead = 0, 0, _AHEAD
                 if position >= until and position >= again and not self._key_kept:
                     covered = self._bound_turn(name, source, heap, ahead)
                     if covered is not None:
@@ -302,7 +309,7 @@ class QueueTurns:
     def _queue_key(self, name: str, candidate: Optional[Job] = None,
                    cache: Optional[tuple[dict[Hashable, tuple[Hashable, tuple]], Hashable]] = None) -> tuple:
         """The queue's order key by ``candidate`` (its shape); ``cache``: ``_key_cache(name)`` if at hand."""
-        shape = None if candidate is None else candidate.shape
+        shape = None if candidate is None else candidate.shape_key
         keys, valid = cache if cache is not None else self._key_cache(name)
         cached = keys.get(shape)
         if cached is not None and cached[0] == valid:

@@ -89,3 +89,19 @@ def test_derived_values_are_in_their_slots_when_the_job_is_built() -> None:
     for name in model._DERIVED:                  # read straight from the slots, as a specialised read does
         assert getattr(Job, name).__get__(j, Job) is not None
     assert Job.min_pods.__get__(j, Job) == model.pods_of([({CPU: 1000, GPU: 1}, 2)])   # type: ignore[attr-defined]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.lists(TASK, max_size=3), st.booleans()), min_size=1, max_size=8))
+def test_shape_key_names_one_shape_for_good(specs: list) -> None:
+    """``Job.shape_key``, per-shape caches' key: jobs of equal shapes built while the shape stays interned get one
+    key, and a key never names another shape, not even after the interned shapes are dropped (``clear``: as
+    ``_shape`` does when the table is full), when the numbering goes on."""
+    named: dict[int, tuple] = {}
+    for n, (tasks, clear) in enumerate(specs):
+        if clear:
+            model._SHAPES.clear()
+            model._SHAPE_KEYS.clear()
+        j = job(n, tasks)
+        assert named.setdefault(j.shape_key, j.shape) == j.shape
+        assert job(n + 100, tasks).shape_key == j.shape_key

@@ -68,7 +68,7 @@ def _fresh(engine: Engine, name: str, candidate: Any) -> tuple:
 
 def _assert_cache_current(engine: Engine) -> int:
     """Every cached key the engine would serve now equals the plugins' answer now; returns how many."""
-    jobs = {j.shape: j for j in engine.state.jobs.values()}
+    jobs = {j.shape_key: j for j in engine.state.jobs.values()}     # the cache is keyed by Job.shape_key
     checked = 0
     for name, by_shape in engine._queue_keys.items():
         for shape, (_, key) in list(by_shape.items()):
