@@ -56,6 +56,9 @@ class FleetState(NodeView, Claims, TouchLog):
         self._credits: dict[str, dict[str, tuple[Resources, float]]] = {}
         self._reserved: dict[str, Resources] = {}      # cluster -> in-flight reservations minus credits
         self._free: dict[str, Resources] = {}
+        # cluster -> allocatable - allocated - allocating of its last report (what ``free`` subtracts reservations
+        # from): a booking or a dry run recomputes ``free`` with one subtraction instead of three
+        self._reported: dict[str, Resources] = {}
         self._fleet_free: Optional[Resources] = None
         self._fleet_allocatable: Optional[Resources] = None
         self._max_free: Optional[Resources] = None
@@ -77,16 +80,23 @@ class FleetState(NodeView, Claims, TouchLog):
         """Schedulable capacity of a cluster now, in-flight admissions included. Do not mutate."""
         cached = self._free.get(cluster)
         if cached is None:
-            c = self.clusters[cluster]
-            free = sub(sub(sub(c.allocatable, c.allocated), c.allocating), self._reserved.get(cluster, {}))
+            free = sub(self._reported_free(cluster), self._reserved.get(cluster, {}))
             cached = self._free[cluster] = clamp_nonnegative(free)
         return cached
+
+    def _reported_free(self, cluster: str) -> Resources:
+        """allocatable - allocated - allocating of the cluster's last report (cached until ``_invalidate``). Do not
+        mutate."""
+        base = self._reported.get(cluster)
+        if base is None:
+            c = self.clusters[cluster]
+            base = self._reported[cluster] = sub(sub(c.allocatable, c.allocated), c.allocating)
+        return base
 
     def unclamped_free(self, cluster: str) -> Resources:
         """``free`` before negative amounts are clamped to 0 (a cluster over-committed by in-flight
         admissions or bookings shows how far): what a dry run adds freed capacity to. Not cached."""
-        c = self.clusters[cluster]
-        return sub(sub(sub(c.allocatable, c.allocated), c.allocating), self._reserved.get(cluster, {}))
+        return sub(self._reported_free(cluster), self._reserved.get(cluster, {}))
 
     def ready_clusters(self) -> list[Cluster]:
         """Ready clusters in name order (cached; do not mutate the list)."""
@@ -171,6 +181,7 @@ class FleetState(NodeView, Claims, TouchLog):
     def upsert_cluster(self, cluster: Cluster) -> None:
         """Add or refresh a cluster from a status report."""
         old = self.clusters.get(cluster.name)
+        self._reported.pop(cluster.name, None)     # the object may have been edited in place (engine.bench)
         old_free = dict(self.free(old.name)) if old is not None else None
         if old is not None and old is not cluster:
             cluster.generation = old.generation + 1
@@ -211,6 +222,7 @@ class FleetState(NodeView, Claims, TouchLog):
         self.changes += 1
         self._touch(cluster)
         self._free.pop(cluster, None)
+        self._reported.pop(cluster, None)
         self._nodes.pop(cluster, None)
         self._booked.pop(cluster, None)
         self._fit_memo.pop(cluster, None)
