@@ -16,6 +16,11 @@ non-None result* are ``firstresult`` hooks: the first plugin (in policy order) t
 returns something decides. The other hooks collect every plugin's result in policy
 order. Hooks run on the engine's hot path: keep them free of I/O; cache anything that
 costs more than a few microseconds on the job/cluster ``generation``.
+
+An exception raised by ``atoll_admit``, ``atoll_filter``, ``atoll_score``, ``atoll_place`` or a
+preempt hook fails only the job being judged: it waits with a refusal naming the plugin and
+the error and is examined again within a minute (``engine.core.contain``). Raise nothing on
+purpose: return a ``Refusal``. An exception from any other hook ends the cycle.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable, Optional
 from engine.resources import Resources, add_into, scale
 
 if TYPE_CHECKING:
+    from engine.core.contain import PluginError
     from engine.core.nodefit import NodeShapes
 
 Pods = tuple[tuple[tuple[tuple[str, int], ...], int], ...]
@@ -333,3 +334,4 @@ class CycleResult:
     quiet: int = 0          # queue turns passed without a look at each group: all held (engine.core.idle)
     full: bool = False                                        # whether the whole backlog was re-examined
     preemptions: list[Preemption] = field(default_factory=list)
+    plugin_errors: list["PluginError"] = field(default_factory=list)   # contained per job (engine.core.contain)

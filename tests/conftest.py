@@ -5,8 +5,18 @@ has() one in tests/test_cel_check.py was."""
 
 import os
 
+import pytest
 from hypothesis import settings
+
+from engine.core import contain
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI") == "true":
     settings.load_profile("ci")
+
+
+@pytest.fixture(autouse=True)
+def _strict_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plugin's error is contained as a job's refusal in production (engine/core/contain.py); in tests it
+    raises, so that no bug hides behind a refusal (tests/core/test_contain.py turns it off)."""
+    monkeypatch.setattr(contain, "STRICT", True)

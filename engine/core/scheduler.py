@@ -29,6 +29,7 @@ from typing import Hashable, Optional, cast
 
 from sortedcontainers import SortedList
 
+from engine.core.contain import contained
 from engine.core.idle import QueueReads
 from engine.core.nomination import Preemptions
 from engine.core.lifecycle import JobLifecycle
@@ -227,8 +228,12 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns):
                 self._block(job, waiting, result)
                 return waiting
             booking = self._preempt.lift(job)
-        refusal = self.pipeline.admit_positional(job, state)
-        decided: Placement | Refusal = refusal if refusal is not None else self._place(job)
+        decided: Placement | Refusal
+        try:
+            refusal = self.pipeline.admit_positional(job, state)
+            decided = refusal if refusal is not None else self._place(job)
+        except Exception as exc:        # a plugin's bug: this job's refusal, not the cycle's end (engine.core.contain)
+            decided = contained(job, exc, now, result.plugin_errors)
         if booking is not None:
             waiting = self._preempt.settle(job, booking, not isinstance(decided, Refusal), now)
             if waiting is not None:
@@ -236,7 +241,10 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns):
                 return waiting
         if isinstance(decided, Refusal):
             if decided.capacity and self.pipeline.has_preempt:
-                preemption, retry_at = self._preempt.attempt(job, now, self._fit)
+                try:
+                    preemption, retry_at = self._preempt.attempt(job, now, self._fit)
+                except Exception as exc:      # (its dry runs restore the state in their own ``finally``)
+                    preemption, retry_at, decided = None, None, contained(job, exc, now, result.plugin_errors)
                 if preemption is not None:
                     result.preemptions.append(preemption)
                     self._stamp += 1      # its nomination booked capacity: refusals of the state before are stale

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from engine.core.scheduler import Engine
 from engine.errors import InputError
-from engine.kube import plan
+from engine.kube import metrics, plan
 from engine.kube.bindings import (addressed_unplaced, binding_ref, contained, failure_marker, is_paused,
                                   scheduled_condition, template_key)
 from engine.kube.plan import Event, Patch
@@ -73,6 +73,7 @@ class Controller(Evictions, Failures):
         self.model_warnings: dict[str, str] = {}     # cluster -> why its resource model is not used
         self.on_admit = on_admit
         self.pending: list[Patch | Event] = []
+        self.plugin_errors_logged: set[tuple[str, str]] = set()   # (plugin, error) whose traceback was logged
         self.engine.upsert_queue(Queue(DEFAULT_QUEUE))  # Volcano always has one; replaced by a real one
 
     # -- handlers (called by the watch caches) --------------------------------------------------------
@@ -206,6 +207,16 @@ class Controller(Evictions, Failures):
         self._check_evictions(now, out)
         self._check_stuck(now, out)
         result = self.engine.cycle(now)
+        failed = {error.job_id for error in result.plugin_errors}
+        for error in result.plugin_errors:
+            metrics.PLUGIN_ERRORS.labels(error.plugin or "unknown").inc()
+            # the traceback once per plugin and error: a broken plugin meets many jobs, each again every minute
+            first = (error.plugin, error.error) not in self.plugin_errors_logged
+            if first and len(self.plugin_errors_logged) < 1000:
+                self.plugin_errors_logged.add((error.plugin, error.error))
+            log.error("%s: plugin %s failed while judging it (%s); it stays pending and is examined again later%s",
+                      error.job_id, error.plugin or "(unknown)", error.error,
+                      "\n" + error.traceback.rstrip() if first else "")
         for adm in result.admitted:
             with contained(adm.job_id, "admission"):
                 self._admitted(adm.job_id, adm.queue, adm.placement, now, out)
@@ -220,7 +231,9 @@ class Controller(Evictions, Failures):
                     ref = binding_ref(obj)
                     out.append(Patch(ref, plan.pending_patch(job.queue, reason), "pending"))
                     # a job larger than the whole fleet waits until the fleet grows: say so as a Warning
-                    kind = "Normal" if fits(job.demand, self.engine.state.fleet_allocatable) else "Warning"
+                    # and so is a plugin's error (engine.core.contain)
+                    kind = "Normal" if fits(job.demand, self.engine.state.fleet_allocatable) \
+                        and job_id not in failed else "Warning"
                     out.append(Event(plan.binding_involved(ref), "Pending", reason, kind))
         return out
 

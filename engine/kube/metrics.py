@@ -22,3 +22,5 @@ PREEMPTIONS = Counter("atoll_preemptions_total", "Jobs evicted so that another c
                       "victim's queue and the preemption reason (e.g. priority, reclaim).", ["queue", "reason"])
 NODE_VIEW = Gauge("atoll_cluster_node_view", "1 when a cluster's fit is checked per node (resource models reported and "
                   "usable), 0 when on summed totals (set when scraped).", ["cluster"])
+PLUGIN_ERRORS = Counter("atoll_plugin_errors_total", "Exceptions a plugin raised while judging one job, contained "
+                        "as that job's refusal (engine/core/contain.py), by plugin.", ["plugin"])

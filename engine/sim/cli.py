@@ -300,6 +300,9 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
     table.add_row("simulation", f"{sim['wallSeconds']:.2f}s wall, {sim['cycles']} engine cycles, "
                                 f"{sim['jobsExamined']} job examinations"
                                 + (" (stopped at the horizon)" if sim["horizonReached"] else ""))
+    if sim.get("pluginErrors"):
+        table.add_row("[red]plugin errors[/red]", f"{sim['pluginErrors']} judgings of a job failed on a plugin's "
+                                                  "exception (the jobs' reasons name it)")
     console.print(table)
     if len(s["queues"]) > 1:
         qt = Table(title="queues: dominant share of the fleet; target follows the queue hierarchy "

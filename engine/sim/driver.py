@@ -105,6 +105,7 @@ class SimResult:
     wall_seconds: float
     horizon_reached: bool
     placement_mode: str = "bind"
+    plugin_errors: int = 0             # jobs' judgings a plugin's exception failed (engine.core.contain)
 
 
 class Simulation:
@@ -140,6 +141,7 @@ class Simulation:
         self.held: dict[str, float] = {}
         self.cycles = 0
         self.examined = 0
+        self.plugin_errors = 0
         self._fleet = scenario.fleet_allocatable
         self._started = 0.0
         self._stalled, self._previous = 0, -1.0
@@ -173,7 +175,7 @@ class Simulation:
         self._close()
         return SimResult(self.scenario, self.policy_name, self.jobs, self.timeline, self.held, self.now,
                          self.cycles, self.examined, time.perf_counter() - self._started, horizon_reached,
-                         self.placement_mode)
+                         self.placement_mode, self.plugin_errors)
 
     # -- the loop ----------------------------------------------------------------------------
     def next_time(self) -> Optional[float]:
@@ -268,6 +270,7 @@ class Simulation:
         result = self.engine.cycle(self.now)
         self.cycles += 1
         self.examined += result.examined
+        self.plugin_errors += len(result.plugin_errors)
         for job_id, reason in result.reasons.items():
             if job_id in self.jobs:
                 self.jobs[job_id].note_reason(self.now, reason)

@@ -173,7 +173,7 @@ def summarise(result: SimResult) -> dict[str, Any]:
         "pendingReasons": pending_reasons(result),
         "simulation": {"wallSeconds": _r(result.wall_seconds), "cycles": result.cycles,
                        "jobsExamined": result.examined, "endTime": _r(result.end_time),
-                       "horizonReached": result.horizon_reached},
+                       "horizonReached": result.horizon_reached, "pluginErrors": result.plugin_errors},
     }
 
 

@@ -495,3 +495,32 @@ def test_an_admitted_at_stamp_in_the_future_counts_as_now() -> None:
     ctl.step(100.0)
     adopted = ctl.engine.state.jobs["team-a/r-job"]
     assert adopted.state.holds_resources and adopted.admitted_at == 100.0
+
+
+class BrokenForBad(Plugin):
+    name = "t-broken"
+    stages = ("admit",)
+
+    @hookimpl
+    def atoll_admit(self, job: Job, state: Any) -> None:
+        if job.name.startswith("bad"):
+            raise KeyError("x")
+
+
+def test_a_plugin_error_on_one_job_is_its_warning_and_the_others_are_admitted(monkeypatch: Any, caplog: Any) -> None:
+    from engine.core import contain
+    from engine.kube import metrics
+    monkeypatch.setattr(contain, "STRICT", False)
+    ctl = controller(BrokenForBad({}, None))
+    bad, bad2, good = o.batch_job("bad"), o.batch_job("bad2"), o.batch_job("good")
+    feed(ctl, o.cluster("m1"), bad, bad2, good, o.binding(bad), o.binding(bad2), o.binding(good))
+    before = metrics.PLUGIN_ERRORS.labels("t-broken")._value.get()
+    with caplog.at_level("ERROR", logger="atoll.controller"):
+        items = ctl.step(1.0)
+    assert [p.ref.name for p in patches(items, "admit")] == ["good-job"]
+    warned = {e.involved["name"]: (e.type, e.message) for e in events(items, "Pending")}
+    assert set(warned) == {"bad-job", "bad2-job"} and all(t == "Warning" for t, _ in warned.values())
+    assert "plugin 't-broken' failed while judging this job (KeyError: 'x')" in warned["bad-job"][1]
+    assert metrics.PLUGIN_ERRORS.labels("t-broken")._value.get() == before + 2
+    logged = [r.getMessage() for r in caplog.records if "t-broken failed" in r.getMessage()]
+    assert len(logged) == 2 and sum("Traceback" in m for m in logged) == 1     # the traceback once per error

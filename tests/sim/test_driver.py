@@ -247,3 +247,39 @@ def test_nodes_without_a_pods_allocatable_get_the_kubelet_default() -> None:
     assert s.clusters[0].allocatable == {"cpu": 8000, "pods": 220}
     m = Member("m1", {}, s.clusters[0].nodes, "volcano", random.Random(0))
     assert m._request(Task("w", 1, 1, {"cpu": 1000, "pods": 1})) == {"cpu": 1000, "pods": 1}   # one slot, not two
+
+
+class FailsOnce(Plugin):
+    """Raises the first time it judges job ``b`` (a third-party plugin's momentary bug)."""
+
+    name = "t-fails-once"
+    stages = ("admit",)
+
+    def __init__(self, config: dict, cel: object, where: str = "") -> None:
+        super().__init__(config, cel, where)
+        self.failed = False
+
+    @hookimpl
+    def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:
+        if job.name == "b" and not self.failed:
+            self.failed = True
+            raise ValueError("momentary")
+        return None
+
+
+def test_a_plugin_error_fails_one_judging_of_one_job_and_the_run_goes_on(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from engine.core import contain
+    monkeypatch.setattr(contain, "STRICT", False)
+    body = f"""
+clusters: [{{name: m1, nodes: {nodes(2)}}}]
+jobs:
+  - {{name: a, submitAt: 0, duration: 100s, tasks: [{{name: w, replicas: 1, resources: {{cpu: "1"}}}}]}}
+  - {{name: b, submitAt: 0, duration: 5s, tasks: [{{name: w, replicas: 1, resources: {{cpu: "1"}}}}]}}
+"""
+    result = simulate(scenario(body), pipeline(PlaceAnywhere({}, None), FailsOnce({}, None)), "fails-once")
+    assert all(j.state == "Succeeded" for j in result.jobs.values())
+    assert result.jobs["default/a"].attempts[0].admit_time == 0
+    # examined again RETRY_AFTER later (nothing freed before: a runs 100 s), not lost, not failed for good
+    assert result.jobs["default/b"].attempts[0].admit_time == 60
+    assert result.plugin_errors == 1
+    assert build_report(result)["summary"]["simulation"]["pluginErrors"] == 1
