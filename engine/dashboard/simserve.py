@@ -14,7 +14,8 @@ from typing import Any, Callable, Optional
 
 from engine.dashboard.app import serve
 from engine.dashboard.source import Attempt, History, PolicyLog, Source
-from engine.sim.driver import REASONS_FIRST, SimResult, Simulation
+from engine.sim.driver import Simulation
+from engine.sim.outcome import REASONS_FIRST, SimResult
 
 BUDGET = 0.05          # seconds of simulation work between yields to the web server
 

@@ -18,7 +18,8 @@ from engine.errors import InputError, UsageError
 from engine.policy import load_policy
 from engine.pipeline import Pipeline
 from engine.sim.compare import column_names, compare_rows
-from engine.sim.driver import SimResult, simulate
+from engine.sim.driver import simulate
+from engine.sim.outcome import SimResult
 from engine.sim.report import build_report
 from engine.sim.scenario import Scenario, load_scenario
 

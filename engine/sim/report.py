@@ -18,7 +18,7 @@ from typing import Any, Iterator, Optional
 from engine import fairshare
 from engine.reasons import reason_kind
 from engine.resources import PODS, add_into, scale
-from engine.sim.driver import REASONS_FIRST, Sample, SimJob, SimResult
+from engine.sim.outcome import REASONS_FIRST, Sample, SimJob, SimResult
 from engine.sim.scenario import lower_bound
 from engine.stats import percentile
 

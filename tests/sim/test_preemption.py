@@ -8,7 +8,8 @@ from typing import Optional
 import pytest
 
 from engine.policy import load_policy
-from engine.sim.driver import SimJob, SimResult, simulate
+from engine.sim.driver import simulate
+from engine.sim.outcome import SimJob, SimResult
 from engine.sim.report import build_report
 from engine.sim.scenario import load_scenario_text
 

@@ -5,7 +5,7 @@ the latest, ``REASONS_KEPT`` in all, with a count of those left out. Kept whole 
 from __future__ import annotations
 
 from engine.sim import driver
-from engine.sim.driver import REASONS_FIRST, REASONS_KEPT, SimJob
+from engine.sim.outcome import REASONS_FIRST, REASONS_KEPT, SimJob
 from engine.sim.report import _kinds, job_record
 from engine.model import Task
 from engine.sim.report import build_report

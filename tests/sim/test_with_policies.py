@@ -8,7 +8,8 @@ import pytest
 
 from engine.cli import main
 from engine.policy import load_policy
-from engine.sim.driver import SimResult, simulate
+from engine.sim.driver import simulate
+from engine.sim.outcome import SimResult
 from engine.sim.report import summarise
 from tests.sim.helpers import nodes, scenario
 
