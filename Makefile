@@ -2,7 +2,9 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# named by pyproject.toml's content, not compared by date: a fresh checkout (a clone, a git worktree sharing a
+# venv) gives pyproject.toml a new mtime without changing what is installed
+STAMP  := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-16)
 
 .PHONY: demo setup test test-all typecheck unit e2e-build e2e clean image image-constraints browser-deps
 
@@ -11,10 +13,11 @@ demo: setup                      ## set up, then simulate the default fleet with
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP):
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
+	rm -f $(VENV)/.installed $(VENV)/.installed-*
 	touch $@
 
 # e2e-build before unit: the chart tests render charts/atoll with the helm it builds
