@@ -35,7 +35,16 @@ class JobLifecycle:
         job.seq = next(self._seq)
         job.state = JobState.PENDING
         self.state.jobs[job.id] = job
-        return self._enqueue(job)
+        try:
+            return self._enqueue(job)
+        except BaseException:
+            # a plugin raised (its enqueue, job order or verdict key hook): the job is not taken in at all, so that
+            # submitting it again (the controller syncs its binding again) starts afresh; kept, it would be a job
+            # the engine knows but never indexed, never examined
+            self._unindex(job)
+            del self.state.jobs[job.id]
+            self._dirty.discard(job.id)
+            raise
 
     def adopt(self, job: Job, placement: Placement, admitted_at: float, running: bool = False) -> None:
         """Restore a job admitted before a restart (e.g. a resumed binding): it holds its queue usage

@@ -41,6 +41,7 @@ creationTimestamp's whole seconds) and still order the job (``Controller._submit
 
 Obj = dict[str, Any]
 STUCK_AFTER = 20.0             # seconds a pod may stay Unschedulable in its member: 2 x Karmada's status period
+SYNC_RETRY = 60.0              # seconds until a binding whose sync raised is synced again without a change
 
 
 class Controller(Evictions, Failures):
@@ -74,6 +75,8 @@ class Controller(Evictions, Failures):
         self.on_admit = on_admit
         self.pending: list[Patch | Event] = []
         self.plugin_errors_logged: set[tuple[str, str]] = set()   # (plugin, error) whose traceback was logged
+        self.sync_failed: dict[str, float] = {}      # binding whose sync raised -> when it is synced again
+        self.sync_warned: dict[str, str] = {}        # binding -> the sync error its last SyncFailed Event told
         self.engine.upsert_queue(Queue(DEFAULT_QUEUE))  # Volcano always has one; replaced by a real one
 
     # -- handlers (called by the watch caches) --------------------------------------------------------
@@ -86,6 +89,8 @@ class Controller(Evictions, Failures):
         if new is None:
             self.bindings.pop(key, None)
             self.seen.pop(key, None)
+            self.sync_failed.pop(key, None)
+            self.sync_warned.pop(key, None)
         else:
             self.bindings[key] = new
             if key not in self.seen:
@@ -192,14 +197,21 @@ class Controller(Evictions, Failures):
     def step(self, now: float) -> list[Patch | Event]:
         """Apply what changed, run one engine cycle, return the API writes that carry out its decisions."""
         out, self.pending = [i for i in self.pending if self._still_wanted(i)], []
+        if self.sync_failed:
+            for key in [k for k, at in self.sync_failed.items() if at <= now]:
+                del self.sync_failed[key]
+                self.dirty.add(key)
         order = sorted(self.dirty, key=lambda k: self._arrival(k))
         self.dirty.clear()
         for key in order:
             try:
                 self._sync(key, now, out)
-            except Exception:      # a bug or an object shape we did not foresee: never stop the others
-                log.exception("binding %s could not be synced; it stays as it was and is retried on its next "
-                              "change", key)
+            except Exception as exc:      # a bug or an object shape we did not foresee: never stop the others
+                self._sync_failed(key, exc, now, out)
+            else:
+                if self.sync_warned:
+                    self.sync_warned.pop(key, None)
+                    self.sync_failed.pop(key, None)
         if self.lost_clusters:
             lost, self.lost_clusters = self.lost_clusters, set()
             self._clusters_lost(lost, now, out)
@@ -236,6 +248,24 @@ class Controller(Evictions, Failures):
                         and job_id not in failed else "Warning"
                     out.append(Event(plan.binding_involved(ref), "Pending", reason, kind))
         return out
+
+    def _sync_failed(self, key: str, exc: Exception, now: float, out: list[Patch | Event]) -> None:
+        """A binding whose sync raised (e.g. a plugin's enqueue hook on its job) stays as it was; it is synced again
+        at its next change or ``SYNC_RETRY`` seconds later, whichever comes first, and says so on the binding with a
+        Warning Event once per error (not at every retry): paused and silent, it would look lost."""
+        log.exception("binding %s could not be synced; it stays as it was and is retried on its next change or "
+                      "within %g s", key, SYNC_RETRY)
+        obj = self.bindings.get(key)
+        if obj is None:
+            return
+        self.sync_failed[key] = now + SYNC_RETRY
+        text = f"{type(exc).__name__}: {exc}"[:300]
+        if self.sync_warned.get(key) != text:
+            self.sync_warned[key] = text
+            out.append(Event(plan.binding_involved(binding_ref(obj)), "SyncFailed",
+                             f"Atoll could not take this binding in ({text}); it stays as it is and is tried again "
+                             f"at its next change or within {SYNC_RETRY:g} s (the controller's log has the traceback)",
+                             "Warning"))
 
     def _still_wanted(self, item: Patch | Event) -> bool:
         """A write handed back after a failure is re-issued only if the engine still means it: a requeue

@@ -143,3 +143,30 @@ def test_a_preempt_hook_that_raises_fails_the_preemptor_only_and_leaves_the_stat
     assert "RuntimeError: rule table missing" in high.pending_reason
     assert [e.plugin for e in result.plugin_errors] == ["t-broken-rule"]
     assert engine.state.free("m1") == free_before["m1"]       # no dry run left its supposed state behind
+
+
+class BrokenVerdictKey(Broken):
+    """Its verdict key hook raises: called after the job entered the pending index (engine.core.pending)."""
+
+    stages = ("admit",)
+
+    def verdict_key(self, job: Job) -> Optional[Hashable]:
+        self._check(job)
+        return ()
+
+    @hookimpl
+    def atoll_admit(self, job: Job, state: Any) -> Optional[Refusal]:
+        return None
+
+
+def test_a_submit_a_plugin_fails_takes_nothing_in_and_can_be_made_again() -> None:
+    plugin = BrokenVerdictKey({}, None)
+    engine = engine_with(plugin)
+    bad = labelled("bad", "boom")
+    with pytest.raises(KeyError):                  # not contained: the adapter keeps the object and tries again
+        engine.submit(bad)
+    assert "bad" not in engine.state.jobs and engine.pending_count() == 0
+    assert engine.cycle(0.0).examined == 0
+    plugin.broken = False
+    assert engine.submit(labelled("bad", "boom")) is None
+    assert [a.job_id for a in engine.cycle(1.0).admitted] == ["bad"]

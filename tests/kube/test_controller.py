@@ -524,3 +524,34 @@ def test_a_plugin_error_on_one_job_is_its_warning_and_the_others_are_admitted(mo
     assert metrics.PLUGIN_ERRORS.labels("t-broken")._value.get() == before + 2
     logged = [r.getMessage() for r in caplog.records if "t-broken failed" in r.getMessage()]
     assert len(logged) == 2 and sum("Traceback" in m for m in logged) == 1     # the traceback once per error
+
+
+class BrokenEnqueue(Plugin):
+    name = "t-broken-enqueue"
+    stages = ("enqueue",)
+    broken = True
+
+    @hookimpl
+    def atoll_enqueue(self, job: Job, state: Any) -> None:
+        if self.broken and job.name.startswith("bad"):
+            raise KeyError("x")
+
+
+def test_a_binding_whose_sync_raises_says_so_once_and_is_synced_again_later(caplog: Any) -> None:
+    plugin = BrokenEnqueue({}, None)
+    ctl = controller(plugin)
+    bad, good = o.batch_job("bad"), o.batch_job("good")
+    feed(ctl, o.cluster("m1"), bad, good, o.binding(bad), o.binding(good))
+    items = ctl.step(1.0)
+    assert [p.ref.name for p in patches(items, "admit")] == ["good-job"]
+    (warning,) = events(items, "SyncFailed")
+    assert warning.type == "Warning" and warning.involved["name"] == "bad-job"
+    assert "could not take this binding in (KeyError: 'x')" in warning.message and "within 60 s" in warning.message
+    caplog.clear()
+    with caplog.at_level("ERROR", logger="atoll.controller"):
+        assert ctl.step(30.0) == []                # not retried before its time, nothing said again
+    assert not caplog.records
+    assert events(ctl.step(61.0), "SyncFailed") == []     # retried, failed the same way: no second Event
+    plugin.broken = False
+    assert [p.ref.name for p in patches(ctl.step(121.0), "admit")] == ["bad-job"]
+    assert ctl.sync_failed == {} and ctl.sync_warned == {}
