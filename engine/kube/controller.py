@@ -74,7 +74,7 @@ class Controller(Evictions, Failures):
         self.model_warnings: dict[str, str] = {}     # cluster -> why its resource model is not used
         self.on_admit = on_admit
         self.pending: list[Patch | Event] = []
-        self.plugin_errors_logged: set[tuple[str, str]] = set()   # (plugin, error) whose traceback was logged
+        self.plugin_errors_logged: set[tuple[str, str]] = set()   # (plugin, exception type) traceback logged
         self.sync_failed: dict[str, float] = {}      # binding whose sync raised -> when it is synced again
         self.sync_warned: dict[str, str] = {}        # binding -> the sync error its last SyncFailed Event told
         self.engine.upsert_queue(Queue(DEFAULT_QUEUE))  # Volcano always has one; replaced by a real one
@@ -222,10 +222,11 @@ class Controller(Evictions, Failures):
         failed = {error.job_id for error in result.plugin_errors}
         for error in result.plugin_errors:
             metrics.PLUGIN_ERRORS.labels(error.plugin or "unknown").inc()
-            # the traceback once per plugin and error: a broken plugin meets many jobs, each again every minute
-            first = (error.plugin, error.error) not in self.plugin_errors_logged
+            # the traceback once per plugin and exception type: a broken plugin meets many jobs, each again and again
+            which = (error.plugin, error.error.split(":", 1)[0])
+            first = which not in self.plugin_errors_logged
             if first and len(self.plugin_errors_logged) < 1000:
-                self.plugin_errors_logged.add((error.plugin, error.error))
+                self.plugin_errors_logged.add(which)
             log.error("%s: plugin %s failed while judging it (%s); it stays pending and is examined again later%s",
                       error.job_id, error.plugin or "(unknown)", error.error,
                       "\n" + error.traceback.rstrip() if first else "")
@@ -253,14 +254,16 @@ class Controller(Evictions, Failures):
         """A binding whose sync raised (e.g. a plugin's enqueue hook on its job) stays as it was; it is synced again
         at its next change or ``SYNC_RETRY`` seconds later, whichever comes first, and says so on the binding with a
         Warning Event once per error (not at every retry): paused and silent, it would look lost."""
-        log.exception("binding %s could not be synced; it stays as it was and is retried on its next change or "
-                      "within %g s", key, SYNC_RETRY)
+        text = f"{type(exc).__name__}: {exc}"[:300]
+        new = self.sync_warned.get(key) != text
+        # the traceback when the error is new for the binding, one line at each retry that fails the same way
+        log.error("binding %s could not be synced (%s); it stays as it was and is retried on its next change or "
+                  "within %g s", key, text, SYNC_RETRY, exc_info=exc if new else None)
         obj = self.bindings.get(key)
         if obj is None:
             return
         self.sync_failed[key] = now + SYNC_RETRY
-        text = f"{type(exc).__name__}: {exc}"[:300]
-        if self.sync_warned.get(key) != text:
+        if new:
             self.sync_warned[key] = text
             out.append(Event(plan.binding_involved(binding_ref(obj)), "SyncFailed",
                              f"Atoll could not take this binding in ({text}); it stays as it is and is tried again "
