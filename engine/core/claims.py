@@ -15,6 +15,7 @@ from engine.model import Cluster, Job, Queue
 from engine.resources import Resources, add_into
 
 if TYPE_CHECKING:
+    from engine.core.fitindex import FitIndex
     from engine.core.nodefit import NodeShapes
 
 
@@ -35,6 +36,15 @@ class Claims:
     _excess: dict[str, Resources]       # cluster -> victims' capacity beyond their preemptors' claims
     _dry_runs: int
     _gone: dict[str, dict[str, int]]    # dry run: cluster -> job id supposed gone -> times
+    changes: int
+    _free: dict[str, Resources]
+    _fleet_free: Optional[Resources]
+    _max_free: Optional[Resources]
+    _fit_memo: dict[str, dict[object, int]]
+    _fits: "FitIndex"
+    # the dry run under way: fleet free and most free as it began (the dry run changes copies), and each cluster
+    # credited its excess with its cached free then (None: not cached); see dry_run_end
+    _dry_views: tuple[Optional[Resources], Optional[Resources], list[tuple[str, Optional[Resources]]]]
 
     if TYPE_CHECKING:                   # FleetState's own
         def _charge(self, queue: str, demand: Resources, sign: int) -> None: ...
@@ -81,11 +91,40 @@ class Claims:
         self.capacity_epoch = -self._dry_runs
         self._touched_at = self.touched_base + len(self.touched)
         self._grown_at = self.grown_base + len(self.grown)
-        self._credit_excess(1)
+        fleet, most = self._fleet_free, self._max_free
+        # _usage_changed updates these two in place: the dry run gets copies, dry_run_end puts the originals back
+        self._fleet_free = dict(fleet) if fleet is not None else None
+        self._max_free = dict(most) if most is not None else None
+        credited = [(cluster, self._free.get(cluster)) for cluster, amount in self._excess.items()
+                    if cluster in self.clusters and any(v > 0 for v in amount.values())]
+        self._dry_views = (fleet, most, credited)
+        for cluster, _ in credited:
+            add_into(self._reserved.setdefault(cluster, {}), self._excess[cluster], -1)
+            self._usage_changed(cluster)
         return saved
 
     def dry_run_end(self, saved: int) -> None:
-        self._credit_excess(-1)
+        # Every change the dry run made to free capacity is undone by now (suppose_gone(-1), exact integers) but the
+        # excess credit: taking it back leaves each cluster's free, the fleet free and the most free as they were at
+        # dry_run_begin, so those are put back instead of computed again (the most free was often dropped and
+        # counted again over every cluster). The same dicts: a free dict's key order is that of the reported free
+        # then of the reservations' keys absent from it, and the latter only reach the free dict while negative
+        # (credits), which no dry-run step takes through 0, so their order is kept as well; the fleet free and the
+        # most free are only read by key. What _usage_changed logs is logged alike: the FitIndex and the fit memos
+        # may hold what they saw inside the dry run.
+        fleet, most, credited = self._dry_views
+        for cluster, free in credited:
+            add_into(self._reserved[cluster], self._excess[cluster])
+            self.changes += 1
+            self._touch(cluster)
+            self._fit_memo.pop(cluster, None)
+            self._fits.changed(cluster)
+            if free is None:
+                self._free.pop(cluster, None)
+            else:
+                self._free[cluster] = free
+        self._fleet_free, self._max_free = fleet, most
+        self._dry_views = (None, None, [])
         self.capacity_epoch = saved
         # free capacity and excess are as before the dry run (its changes are undone, exact integers), so are node
         # views (a function of the state, NodeView.nodes), and no room keeps what it saw inside one
@@ -111,12 +150,6 @@ class Claims:
                 if all(free.get(r, 0) + amount.get(r, 0) >= v for r, v in need.items() if v > 0):
                     return True
         return False
-
-    def _credit_excess(self, sign: int) -> None:
-        for cluster, amount in self._excess.items():
-            if cluster in self.clusters and any(v > 0 for v in amount.values()):
-                add_into(self._reserved.setdefault(cluster, {}), amount, -sign)
-                self._usage_changed(cluster)
 
     # A nomination is a preemptor's claim ``need`` (cluster -> resources) on the capacity its victims hold
     # (``holding``, shrinking as they go). Others must see max(holding, need) taken on each cluster: the

@@ -69,6 +69,8 @@ class FleetState(NodeView, Claims, TouchLog):
         self._nominations: dict[str, tuple[dict[str, Resources], dict[str, Resources]]] = {}
         self._excess: dict[str, Resources] = {}         # cluster -> victims' capacity beyond their preemptors' claims
         self._dry_runs = 0
+        self._dry_views: tuple[Optional[Resources], Optional[Resources], list[tuple[str, Optional[Resources]]]] = \
+            (None, None, [])                                # the dry run under way (Claims.dry_run_end)
         self._nodes: dict[str, Optional[NodeShapes]] = {}   # cluster -> reported shapes minus in-flight pods
         self._booked: dict[str, list[NodeShapes]] = {}      # cluster -> the view after each in-flight job (nodes)
         self._shaped: set[str] = set()                      # clusters that report node shapes
