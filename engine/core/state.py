@@ -17,7 +17,7 @@ from typing import Optional
 
 from engine.core.fitindex import FitIndex
 from engine.core.nodefit import NodeShapes, more_room
-from engine.core.claims import Claims
+from engine.core.claims import Claims, _Credited
 from engine.core.nodeview import NodeView
 from engine.core.touchlog import TouchLog
 from engine.model import Cluster, Job, JobState, Queue
@@ -69,6 +69,11 @@ class FleetState(NodeView, Claims, TouchLog):
         self._nominations: dict[str, tuple[dict[str, Resources], dict[str, Resources]]] = {}
         self._excess: dict[str, Resources] = {}         # cluster -> victims' capacity beyond their preemptors' claims
         self._dry_runs = 0
+        # the dry run under way, and the last one's credited state (Claims.dry_run_begin, dry_run_end)
+        self._dry_views: tuple[Optional[Resources], Optional[Resources], list[str], list[Optional[Resources]]] = \
+            (None, None, [], [])
+        self._dry_kept: Optional[tuple[tuple[int, int], _Credited]] = None
+        self._dry_credited = _Credited([], [], {}, {})
         self._nodes: dict[str, Optional[NodeShapes]] = {}   # cluster -> reported shapes minus in-flight pods
         self._booked: dict[str, list[NodeShapes]] = {}      # cluster -> the view after each in-flight job (nodes)
         self._shaped: set[str] = set()                      # clusters that report node shapes
