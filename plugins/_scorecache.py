@@ -43,13 +43,20 @@ class ScoreCache:
         known: dict[str, Optional[int]] = {}
         if kept is not None and since is not None:
             known = kept[2]
-            for name in since:
+            # a shape is scored again hundreds of admissions later in a large cycle: the touches since repeat
+            # clusters many times over, so each is dropped once
+            for name in set(since) if len(since) > 8 else since:
                 known.pop(name, None)
-        missing = [cluster for cluster in clusters if cluster.name not in known]
-        if missing:
-            for cluster, score in zip(missing, utilisation_scores(job, missing, state.free, self.weights, state)):
-                known[cluster.name] = score
+        out: Optional[list[Optional[int]]] = None
+        if not known:               # nothing kept: every cluster scored, and that list is the answer
+            out = utilisation_scores(job, clusters, state.free, self.weights, state)
+            known = dict(zip([cluster.name for cluster in clusters], out))
+        else:
+            missing = [cluster for cluster in clusters if cluster.name not in known]
+            if missing:
+                for cluster, score in zip(missing, utilisation_scores(job, missing, state.free, self.weights, state)):
+                    known[cluster.name] = score
         if kept is None and len(self._kept) >= _SHAPES_MAX:
             self._kept.clear()
         self._kept[job.shape_key] = (state.touched_end, aware, known)
-        return [known[cluster.name] for cluster in clusters]
+        return out if out is not None else [known[cluster.name] for cluster in clusters]
