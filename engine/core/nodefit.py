@@ -146,7 +146,7 @@ def _graded_vector(per_pod: Vector, resources: frozenset[str]) -> Vector:
     return graded
 
 
-_GRADED: dict[frozenset[str], dict[Vector, Vector]] = {}
+_GRADED: dict[frozenset[str], dict[object, Vector]] = {}     # by resources, then by request (a Vector)
 
 
 @lru_cache(maxsize=8192)

@@ -130,7 +130,7 @@ class NodeView:
         free = self.free(cluster)
         best = UNBOUNDED
         # ``pairs`` and ``min`` inlined: this runs per cluster changed for every pod shape recounted (FitIndex.counts)
-        for name, amount in per_pod.items() if isinstance(per_pod, dict) else per_pod:
+        for name, amount in per_pod if isinstance(per_pod, tuple) else per_pod.items():
             if amount > 0:
                 n = free.get(name, 0) // amount
                 if n < best:
@@ -218,10 +218,8 @@ class NodeView:
         if not self._shaped:
             return self.clusters_fitting(need, clusters)
         single = one_pod_shape(pods)
-        if single is not None:
-            get = self._replica_counts(single[0])[0].get
-            count = single[1]
-            return [c for c in clusters if get(c.name, 0) >= count]     # per admission, every candidate
+        if single is not None:      # asked per placement: kept while no cluster changed since goes in or out
+            return self._fits.holding(single[0], single[1], clusters, self._replica_counts(single[0])[0])
         fit = self._fits.fitting(("pods", pods), self.clusters, self.free, self.clusters.__contains__,
                                  lambda name: self.fits_tasks(name, pods), False)   # packing: not monotone
         return [c for c in clusters if c.name in fit]
