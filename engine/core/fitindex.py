@@ -17,7 +17,7 @@ anomalies), so such tests say ``monotone=False``.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Hashable, Iterable, Mapping, Optional
 
 Request = Hashable      # (resource, amount > 0) pairs, or any key with its own ``test``
 
@@ -29,8 +29,6 @@ class FitIndex:
         self._sets: dict[Request, tuple[int, set[str]]] = {}   # request -> (log length seen, where it fits)
         # request -> (log length seen, how many fit per cluster, the most on a ready cluster, how many ready hold it)
         self._counts: dict[Request, tuple[int, dict[str, int], int, int]] = {}
-        # (request, count) -> (log length seen, the clusters list filtered, the names kept, the kept clusters)
-        self._lists: dict[tuple[Request, int], tuple[int, Sequence[Any], set[str], list[Any]]] = {}
         self._grown = 0         # log length just after the last change that was not a shrink (see ``below``)
         self._log_limit = log_limit
         self._request_limit = request_limit
@@ -51,7 +49,6 @@ class FitIndex:
         self._shrunk.clear()
         self._sets.clear()
         self._counts.clear()
-        self._lists.clear()
 
     def fitting(self, request: Request, clusters: Iterable[str], free_of: Callable[[str], Mapping[str, int]],
                 exists: Callable[[str], bool], test: Optional[Callable[[str], bool]] = None,
@@ -122,32 +119,6 @@ class FitIndex:
                 most, ties = _most(got, ready)
         self._counts[request] = (len(log), got, most, ties)
         return got, most
-
-    def holding(self, request: Request, count: int, clusters: Sequence[Any], got: Mapping[str, int]) -> list[Any]:
-        """``[c for c in clusters if got.get(c.name, 0) >= count]``, where ``got`` is ``counts(request)``'s dict
-        just brought up to date: the clusters (of a list the caller keeps, such as ``ready_clusters()``) that hold
-        ``count`` pods of that shape. Kept per (request, count) with the list it filtered, and built again only
-        when a cluster changed since went in or out: between two placements of a shape a large first cycle books
-        ~100 times, mostly on the same few clusters (binpack fills the fullest first), and the list is built per
-        placement over every ready cluster. A new list each call (the caller's to keep)."""
-        key = (request, count)
-        entry = self._lists.get(key)
-        log = self._log
-        if entry is not None and entry[1] is clusters:
-            seen, _, names, kept = entry
-            if seen == len(log):
-                return list(kept)
-            for name in set(log[seen:]):
-                if (got.get(name, 0) >= count) != (name in names):
-                    break               # went in or out (or is not among ``clusters``): built again below
-            else:
-                self._lists[key] = (len(log), clusters, names, kept)
-                return list(kept)
-        elif entry is None and len(self._lists) >= self._request_limit:
-            self.reset()
-        kept = [c for c in clusters if got.get(c.name, 0) >= count]
-        self._lists[key] = (len(log), clusters, {c.name for c in kept}, kept)
-        return list(kept)
 
     def _grew(self, seen: int) -> set[str]:
         """The clusters logged since ``seen`` with a change that was not a shrink; none, without going through

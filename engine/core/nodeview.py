@@ -218,8 +218,10 @@ class NodeView:
         if not self._shaped:
             return self.clusters_fitting(need, clusters)
         single = one_pod_shape(pods)
-        if single is not None:      # asked per placement: kept while no cluster changed since goes in or out
-            return self._fits.holding(single[0], single[1], clusters, self._replica_counts(single[0])[0])
+        if single is not None:
+            get = self._replica_counts(single[0])[0].get
+            count = single[1]
+            return [c for c in clusters if get(c.name, 0) >= count]     # per admission, every candidate
         fit = self._fits.fitting(("pods", pods), self.clusters, self.free, self.clusters.__contains__,
                                  lambda name: self.fits_tasks(name, pods), False)   # packing: not monotone
         return [c for c in clusters if c.name in fit]
