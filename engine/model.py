@@ -116,8 +116,11 @@ class Job:
 
     def placed_pods(self, cluster: str) -> Pods:
         """Pods this job's placement puts on ``cluster``."""
-        by_task = {t.name: t for t in self.tasks}
         placed = (self.placement or {}).get(cluster, {})
+        tasks = self.tasks
+        if len(tasks) == 1 and len(placed) == 1 and placed.get(tasks[0].name) == tasks[0].replicas:
+            return self.pods        # a one-task job placed whole (each admission's booking): pods_of of the same
+        by_task = {t.name: t for t in tasks}
         return pods_of((by_task[name].resources, n) for name, n in placed.items() if name in by_task)
 
     def placed_demand(self, cluster: str) -> Resources:

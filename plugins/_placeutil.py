@@ -236,7 +236,10 @@ def _node_scores(job: Job, clusters: Sequence[Any], state: Any, weights: Mapping
     once per job, and each fit is read from the state's per-shape replica counts (``fits_tasks_on``)."""
     demand, minimum = job.demand, job.min_demand
     whole = [(n, w, demand[n]) for n, w in resource_weights(demand, weights).items()]
-    fits_whole = state.fits_tasks_on(job.pods)
+    # one pod shape (the common job): its replica counts are compared inline, not through a call per cluster
+    single = state.replica_counts_for(job.pods)
+    fits_whole = state.fits_tasks_on(job.pods) if single is None else None
+    counts, count = single if single is not None else ({}, 0)
     least: Optional[list[tuple[str, int, int]]] = None
     fits_least: Optional[Callable[[str], bool]] = None
     if minimum != demand:
@@ -247,7 +250,7 @@ def _node_scores(job: Job, clusters: Sequence[Any], state: Any, weights: Mapping
     out: list[Optional[int]] = []
     for cluster in clusters:
         name = cluster.name
-        if fits_whole(name):
+        if counts.get(name, 0) >= count if fits_whole is None else fits_whole(name):
             free = free_of(name)
             allocatable = cluster.allocatable
             score = 0

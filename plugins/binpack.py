@@ -47,8 +47,12 @@ class Binpack(Plugin):
     @hookimpl
     def atoll_score(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, int]:
         weight = self.weight
-        scores = self._scores.scores(job, clusters, state)
-        return {cluster.name: weight * (used or 0) for cluster, used in zip(clusters, scores)}
+        scores = self._scores.by_name(job, clusters, state)     # read by name: one pass over the candidates
+        out: dict[str, int] = {}
+        for cluster in clusters:
+            name = cluster.name
+            out[name] = weight * (scores[name] or 0)
+        return out
 
 
 PLUGINS = [Binpack]

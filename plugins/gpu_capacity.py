@@ -214,6 +214,11 @@ class GpuCapacity(Plugin):
         models = self.wanted_models(job)
         if self.allow_split:         # a cluster is useful if it holds one replica of some GPU task
             smallest = [self.gpus(t.resources) for t in job.tasks if self.gpus(t.resources)]
+        # one GPU pod shape (the common gang): its replica counts are compared inline below, not asked through
+        # ``fits_tasks`` cluster by cluster (the same numbers: ``NodeView.replica_counts_for``)
+        single = state.replica_counts_for(self._gpu_pods_of(job)[1]) \
+            if state.any_node_shapes and not self.allow_split else None
+        counts, count = single if single is not None else ({}, 0)
         out: dict[str, str] = {}
         for cluster in clusters:
             if models:
@@ -228,7 +233,8 @@ class GpuCapacity(Plugin):
             elif not fits(minimum, free):
                 out[cluster.name] = self._reasons.get(_SHORT, minimum, free)
             elif state.nodes(cluster.name) is not None and \
-                    not state.fits_tasks(cluster.name, self._gpu_pods_of(job)[1]):
+                    not (counts.get(cluster.name, 0) >= count if single is not None
+                         else state.fits_tasks(cluster.name, self._gpu_pods_of(job)[1])):
                 out[cluster.name] = (f"{format_resources(minimum)} free in total but not on its nodes "
                                      f"(GPU pods: {', '.join(f'{n} x {format_resources(g)}' for g, n in self.gpu_pods(job))})")
         return out

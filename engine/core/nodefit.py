@@ -129,9 +129,24 @@ def _graded(per_pod: PerPod, resources: frozenset[str]) -> Vector:
     return tuple(sorted((k, v) for k, v in pairs(per_pod) if v > 0 and k in resources))
 
 
-@lru_cache(maxsize=8192)
 def _graded_vector(per_pod: Vector, resources: frozenset[str]) -> Vector:
-    return tuple((k, v) for k, v in per_pod if v > 0 and k in resources)     # already sorted
+    """The graded part of a canonical request, kept per model's resources and request. Two dict lookups, not an
+    ``lru_cache`` keyed by both: that builds and hashes an argument tuple per call, hashing the request again (a
+    frozenset keeps its hash; a tuple does not), and ``max_replicas`` asks it per replica count taken."""
+    known = _GRADED.get(resources)
+    if known is None:
+        if len(_GRADED) >= 64:
+            _GRADED.clear()
+        known = _GRADED[resources] = {}
+    graded = known.get(per_pod)
+    if graded is None:
+        if len(known) >= 8192:
+            known.clear()
+        graded = known[per_pod] = tuple((k, v) for k, v in per_pod if v > 0 and k in resources)  # already sorted
+    return graded
+
+
+_GRADED: dict[frozenset[str], dict[object, Vector]] = {}     # by resources, then by request (a Vector)
 
 
 @lru_cache(maxsize=8192)
@@ -160,7 +175,10 @@ def max_replicas(shapes: NodeShapes, per_pod: PerPod, per_node_cap: int = UNBOUN
     holds (first-fit of identical pods fills node by node, so order does not matter), at most
     ``per_node_cap`` per node (Karmada gives its virtual nodes ``pods: 110``). ``UNBOUNDED`` when the
     pod requests none of the graded resources."""
-    request = _graded(per_pod, shapes.resources)
+    known = _GRADED.get(shapes.resources) if isinstance(per_pod, tuple) else None
+    request = known.get(per_pod) if known is not None else None     # ``_graded``'s kept answer, inlined
+    if request is None:
+        request = _graded(per_pod, shapes.resources)
     if not request:
         return UNBOUNDED
     total = 0

@@ -129,12 +129,19 @@ class NodeView:
     def _replicas_fit(self, cluster: str, per_pod: PerPod) -> int:
         free = self.free(cluster)
         best = UNBOUNDED
-        for name, amount in pairs(per_pod):
+        # ``pairs`` and ``min`` inlined: this runs per cluster changed for every pod shape recounted (FitIndex.counts)
+        for name, amount in per_pod if isinstance(per_pod, tuple) else per_pod.items():
             if amount > 0:
-                best = min(best, free.get(name, 0) // amount)
-        shapes = self.nodes(cluster) if best else None
+                n = free.get(name, 0) // amount
+                if n < best:
+                    best = n
+        if not best:
+            return best
+        shapes = self._nodes[cluster] if cluster in self._nodes else self.nodes(cluster)
         if shapes is not None:
-            best = min(best, max_replicas(shapes, per_pod))
+            n = max_replicas(shapes, per_pod)
+            if n < best:
+                best = n
         return best
 
     def fits_tasks(self, cluster: str, pods: Sequence[tuple[PerPod, int]]) -> bool:
@@ -168,12 +175,21 @@ class NodeView:
         scores): one pod shape reads its replica count per cluster (``FitIndex.counts``, the same numbers
         ``replicas_fit`` gives) instead of going through the memo cluster by cluster. Use before the state
         changes again."""
-        single = one_pod_shape(pods)
+        single = self.replica_counts_for(pods)
         if single is None:
             return lambda name: self.fits_tasks(name, pods)
-        counts, _ = self._replica_counts(single[0])
-        count = single[1]
+        counts, count = single
         return lambda name: counts.get(name, 0) >= count
+
+    def replica_counts_for(self, pods: Sequence[tuple[PerPod, int]]) -> Optional[tuple[dict[str, int], int]]:
+        """When ``pods`` are one pod shape: the replica count per cluster (``FitIndex.counts``) and the count
+        asked, so ``fits_tasks(name, pods)`` is ``counts.get(name, 0) >= count`` for every cluster in this
+        state (a loop over clusters compares inline, no call per cluster); else None. The dict is the index's
+        own: read it before the state changes again."""
+        single = one_pod_shape(pods)
+        if single is None:
+            return None
+        return self._replica_counts(single[0])[0], single[1]
 
     def _fits_tasks(self, cluster: str, pods: Sequence[tuple[PerPod, int]]) -> bool:
         free = self.free(cluster)
@@ -203,8 +219,9 @@ class NodeView:
             return self.clusters_fitting(need, clusters)
         single = one_pod_shape(pods)
         if single is not None:
-            counts, _ = self._replica_counts(single[0])
-            return [c for c in clusters if counts.get(c.name, 0) >= single[1]]
+            get = self._replica_counts(single[0])[0].get
+            count = single[1]
+            return [c for c in clusters if get(c.name, 0) >= count]     # per admission, every candidate
         fit = self._fits.fitting(("pods", pods), self.clusters, self.free, self.clusters.__contains__,
                                  lambda name: self.fits_tasks(name, pods), False)   # packing: not monotone
         return [c for c in clusters if c.name in fit]
@@ -234,8 +251,21 @@ class NodeView:
     def _replica_counts(self, per_pod: Vector) -> tuple[dict[str, int], int]:
         """``replicas_fit`` of ``per_pod`` on every cluster, and the most on a ready one (FitIndex.counts)."""
         clusters = self.clusters
-        return self._fits.counts(per_pod, clusters, lambda name: self.replicas_fit(name, per_pod),
-                                 clusters.__contains__, lambda name: clusters[name].ready)
+        fit_memo = self._fit_memo
+        replicas_fit = self._replicas_fit
+
+        def count(name: str) -> int:        # ``replicas_fit(name, per_pod)``, one call less per cluster recounted
+            memo = fit_memo.get(name)
+            if memo is None:
+                memo = fit_memo[name] = {}
+            known = memo.get(per_pod)
+            if known is None:
+                if len(memo) > 4096:
+                    memo.clear()
+                known = memo[per_pod] = replicas_fit(name, per_pod)
+            return known
+
+        return self._fits.counts(per_pod, clusters, count, clusters.__contains__, lambda name: clusters[name].ready)
 
 
 def one_pod_shape(pods: Sequence[tuple[PerPod, int]]) -> Optional[tuple[Vector, int]]:

@@ -86,6 +86,7 @@ def oracle(sim: Simulation) -> None:
     setattr(state, "fits_somewhere", fits_somewhere)
     setattr(state, "fits_one_somewhere", lambda per_pod, count: fits_somewhere({}, ((per_pod, count),)))
     setattr(state, "fits_tasks_on", lambda pods: lambda cluster: fits_tasks(cluster, pods))
+    setattr(state, "replica_counts_for", lambda pods: None)     # no counts: every fit goes through fits_tasks_on
     state._shaped.add("<node oracle>")      # node-aware paths everywhere (any_node_shapes); no cluster has this name
 
 
