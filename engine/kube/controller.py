@@ -16,10 +16,11 @@ from typing import Any, Callable, Mapping, Optional
 
 from engine.core.scheduler import Engine
 from engine.errors import InputError
-from engine.kube import metrics, plan
+from engine.kube import plan
 from engine.kube.bindings import (addressed_unplaced, binding_ref, contained, failure_marker, is_paused,
                                   scheduled_condition, template_key)
 from engine.kube.plan import Event, Patch
+from engine.kube.step_errors import StepErrors
 from engine.kube.stuck import StuckPods
 from engine.kube.translate import (DEFAULT_QUEUE, PriorityClasses, cluster_from_obj, describe, job_fingerprint,
                                    job_from_template, member_failure, meta, object_key, queue_from_obj,
@@ -41,10 +42,9 @@ creationTimestamp's whole seconds) and still order the job (``Controller._submit
 
 Obj = dict[str, Any]
 STUCK_AFTER = 20.0             # seconds a pod may stay Unschedulable in its member: 2 x Karmada's status period
-SYNC_RETRY = 60.0              # seconds until a binding whose sync raised is synced again without a change
 
 
-class Controller(Evictions, Failures):
+class Controller(Evictions, Failures, StepErrors):
     def __init__(self, pipeline: Pipeline, selector: ManagedSelector = ManagedSelector(), mode: str = "gate",
                  on_admit: Optional[Callable[[str, str, float], None]] = None, stuck_after: float = STUCK_AFTER
                  ) -> None:
@@ -197,10 +197,7 @@ class Controller(Evictions, Failures):
     def step(self, now: float) -> list[Patch | Event]:
         """Apply what changed, run one engine cycle, return the API writes that carry out its decisions."""
         out, self.pending = [i for i in self.pending if self._still_wanted(i)], []
-        if self.sync_failed:
-            for key in [k for k, at in self.sync_failed.items() if at <= now]:
-                del self.sync_failed[key]
-                self.dirty.add(key)
+        self._sync_retries_due(now)
         order = sorted(self.dirty, key=lambda k: self._arrival(k))
         self.dirty.clear()
         for key in order:
@@ -219,17 +216,7 @@ class Controller(Evictions, Failures):
         self._check_evictions(now, out)
         self._check_stuck(now, out)
         result = self.engine.cycle(now)
-        failed = {error.job_id for error in result.plugin_errors}
-        for error in result.plugin_errors:
-            metrics.PLUGIN_ERRORS.labels(error.plugin or "unknown").inc()
-            # the traceback once per plugin and exception type: a broken plugin meets many jobs, each again and again
-            which = (error.plugin, error.error.split(":", 1)[0])
-            first = which not in self.plugin_errors_logged
-            if first and len(self.plugin_errors_logged) < 1000:
-                self.plugin_errors_logged.add(which)
-            log.error("%s: plugin %s failed while judging it (%s); it stays pending and is examined again later%s",
-                      error.job_id, error.plugin or "(unknown)", error.error,
-                      "\n" + error.traceback.rstrip() if first else "")
+        failed = self._plugin_errors(result)
         for adm in result.admitted:
             with contained(adm.job_id, "admission"):
                 self._admitted(adm.job_id, adm.queue, adm.placement, now, out)
@@ -249,44 +236,6 @@ class Controller(Evictions, Failures):
                         and job_id not in failed else "Warning"
                     out.append(Event(plan.binding_involved(ref), "Pending", reason, kind))
         return out
-
-    def _sync_failed(self, key: str, exc: Exception, now: float, out: list[Patch | Event]) -> None:
-        """A binding whose sync raised (e.g. a plugin's enqueue hook on its job) stays as it was; it is synced again
-        at its next change or ``SYNC_RETRY`` seconds later, whichever comes first, and says so on the binding with a
-        Warning Event once per error (not at every retry): paused and silent, it would look lost."""
-        text = f"{type(exc).__name__}: {exc}"[:300]
-        new = self.sync_warned.get(key) != text
-        # the traceback when the error is new for the binding, one line at each retry that fails the same way
-        log.error("binding %s could not be synced (%s); it stays as it was and is retried on its next change or "
-                  "within %g s", key, text, SYNC_RETRY, exc_info=exc if new else None)
-        obj = self.bindings.get(key)
-        if obj is None:
-            return
-        self.sync_failed[key] = now + SYNC_RETRY
-        if new:
-            self.sync_warned[key] = text
-            out.append(Event(plan.binding_involved(binding_ref(obj)), "SyncFailed",
-                             f"Atoll could not take this binding in ({text}); it stays as it is and is tried again "
-                             f"at its next change or within {SYNC_RETRY:g} s (the controller's log has the traceback)",
-                             "Warning"))
-
-    def _still_wanted(self, item: Patch | Event) -> bool:
-        """A write handed back after a failure is re-issued only if the engine still means it: a requeue
-        that failed while the API was away must not pause a binding that has since been adopted as running
-        (it would stay paused and holding for ever), nor an admission land on a job requeued since."""
-        if not isinstance(item, Patch):
-            return True
-        job = self.engine.state.jobs.get(item.ref.key)
-        if item.why in ("admit", "bind", "bind-status"):
-            wanted = job is not None and job.state.holds_resources
-        elif item.why in ("requeue", "giveup"):
-            wanted = job is not None and not job.state.holds_resources
-        else:                                   # pending: a waiting job, or one kept aside as invalid
-            wanted = (job is not None and job.state is JobState.PENDING) or item.ref.key in self.invalid
-        if not wanted:
-            log.info("dropping a stale %s write for %s (the job is now %s)", item.why, item.ref.key,
-                     job.state.value if job is not None else "unknown")
-        return wanted
 
     def _arrival(self, key: str) -> tuple[float, int, str]:
         """Submission order: the submit time, then the order the watch delivered the bindings. Bindings the
@@ -481,9 +430,3 @@ class Controller(Evictions, Failures):
                      (f"waiting for its Works to be gone on {', '.join(left)}" if left else "its Works are gone") +
                      f" (capacity freed at the latest {plan.stamp(since + EVICTION_TIMEOUT)})")
         return text
-
-    def retry_later(self, item: Patch | Event) -> None:
-        """An API write failed: carry it into the next step."""
-        self.pending.append(item)
-
-
