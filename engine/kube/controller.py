@@ -17,20 +17,18 @@ from typing import Any, Callable, Mapping, Optional
 from engine.core.scheduler import Engine
 from engine.errors import InputError
 from engine.kube import plan
-from engine.kube.bindings import (addressed_unplaced, binding_ref, contained, failure_marker, is_paused,
-                                  scheduled_condition, template_key)
+from engine.kube.bindings import addressed_unplaced, binding_ref, contained, is_paused, template_key
 from engine.kube.plan import Event, Patch
+from engine.kube.resumed import Resumed
 from engine.kube.step_errors import StepErrors
 from engine.kube.stuck import StuckPods
 from engine.kube.translate import (DEFAULT_QUEUE, PriorityClasses, cluster_from_obj, describe, job_fingerprint,
-                                   job_from_template, member_failure, meta, object_key, queue_from_obj,
-                                   template_outcome,
-                                   template_started)
+                                   job_from_template, meta, object_key, queue_from_obj, template_outcome)
 from engine.kube.webhook import PAUSED_ANNOTATION, ManagedSelector
 from engine.kube.eviction import EVICTION_TIMEOUT, Evictions
 from engine.kube.failures import Failures
 from engine.kube.works import WorkIndex
-from engine.model import Failure, FailureKind, Job, JobState, Queue
+from engine.model import JobState, Queue
 from engine.pipeline import Pipeline
 from engine.resources import fits
 
@@ -44,7 +42,7 @@ Obj = dict[str, Any]
 STUCK_AFTER = 20.0             # seconds a pod may stay Unschedulable in its member: 2 x Karmada's status period
 
 
-class Controller(Evictions, Failures, StepErrors):
+class Controller(Evictions, Failures, Resumed, StepErrors):
     def __init__(self, pipeline: Pipeline, selector: ManagedSelector = ManagedSelector(), mode: str = "gate",
                  on_admit: Optional[Callable[[str, str, float], None]] = None, stuck_after: float = STUCK_AFTER
                  ) -> None:
@@ -328,54 +326,6 @@ class Controller(Evictions, Failures, StepErrors):
             return True
         return addressed_unplaced(obj) and (
             self.mode == "bind" or plan.ADMITTED_ANNOTATION not in (meta(obj).get("annotations") or {}))
-
-    def _adopt(self, key: str, obj: Obj, job: Job, template: Obj, now: float, out: list[Patch | Event]) -> None:
-        """A resumed binding we have no record of: admitted before a restart (or never paused). It holds
-        its capacity again, without a second admission. Bind mode: a controller that died between writing
-        spec.clusters and the Scheduled condition left the status unwritten; it is written now."""
-        annotations = meta(obj).get("annotations") or {}
-        # no later than now: a future stamp would keep its pods from being seen stuck, and protect it from preemption
-        admitted = min(plan.parse_stamp(annotations.get(plan.ADMITTED_ANNOTATION)) or now, now)
-        clusters = plan.binding_clusters(obj)
-        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-        generation = meta(obj).get("generation")
-        status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
-        if ((spec or {}).get("schedulerName") == plan.SCHEDULER_NAME and clusters and isinstance(generation, int)
-                and plan.ADMITTED_ANNOTATION in annotations
-                and (status or {}).get("schedulerObservedGeneration") != generation):
-            out.append(Patch(binding_ref(obj), plan.bind_status_patch(generation, now, (status or {}).get(
-                "conditions")), "bind-status", subresource="status"))
-        self.engine.adopt(job, plan.placement_on(clusters, job), admitted, running=template_started(template))
-        outcome = template_outcome(template)
-        if outcome is not None:
-            self.engine.finished(key, outcome)
-        log.info("adopted %s (resumed before this controller started; clusters %s)", key, clusters or "none yet")
-
-    def _lifecycle(self, key: str, obj: Obj, job: Job, template: Obj, now: float, out: list[Patch | Event]) -> None:
-        """Finished, failed, started: from the template's status (Karmada aggregates members into it)."""
-        if not job.state.holds_resources or job.state is JobState.EVICTING:
-            return
-        outcome = template_outcome(template)
-        ref = binding_ref(obj)
-        if outcome is True:
-            self.engine.finished(key, True)
-            out.append(Event(plan.binding_involved(ref), "Finished", "workload completed; its quota is released"))
-            return
-        in_member = member_failure(obj)
-        if outcome is False or in_member is not None:
-            marker = in_member[1] if in_member is not None else failure_marker(template)
-            if self.failure_seen.get(key) != marker:
-                self.failure_seen[key] = marker
-                clusters = plan.binding_clusters(obj)
-                where = in_member[0] if in_member is not None else (clusters[0] if clusters else None)
-                self._fail(key, Failure(FailureKind.JOB_FAILED, where or None,
-                                        "the workload failed in its member cluster"), now, out)
-            return
-        if job.state is JobState.ADMITTED and template_started(template):
-            self.engine.started(key, now)
-        cond = scheduled_condition(obj)
-        if cond is not None and cond.get("status") == "True":
-            self.resumed_at.pop(key, None)
 
     def _admitted(self, key: str, queue: str, placement: dict[str, dict[str, int]], now: float,
                   out: list[Patch | Event]) -> None:
