@@ -18,6 +18,7 @@ from engine.core.scheduler import Engine
 from engine.errors import InputError
 from engine.kube import plan
 from engine.kube.bindings import addressed_unplaced, binding_ref, contained, is_paused, template_key
+from engine.kube.not_gated import NotGated
 from engine.kube.plan import Event, Patch
 from engine.kube.resumed import Resumed
 from engine.kube.step_errors import StepErrors
@@ -42,7 +43,7 @@ Obj = dict[str, Any]
 STUCK_AFTER = 20.0             # seconds a pod may stay Unschedulable in its member: 2 x Karmada's status period
 
 
-class Controller(Evictions, Failures, Resumed, StepErrors):
+class Controller(Evictions, Failures, Resumed, NotGated, StepErrors):
     def __init__(self, pipeline: Pipeline, selector: ManagedSelector = ManagedSelector(), mode: str = "gate",
                  on_admit: Optional[Callable[[str, str, float], None]] = None, stuck_after: float = STUCK_AFTER
                  ) -> None:
@@ -75,6 +76,7 @@ class Controller(Evictions, Failures, Resumed, StepErrors):
         self.plugin_errors_logged: set[tuple[str, str]] = set()   # (plugin, exception type) traceback logged
         self.sync_failed: dict[str, float] = {}      # binding whose sync raised -> when it is synced again
         self.sync_warned: dict[str, str] = {}        # binding -> the sync error its last SyncFailed Event told
+        self.not_gated: set[str] = set()             # bindings told NotGated (the webhook did not pause them)
         self.engine.upsert_queue(Queue(DEFAULT_QUEUE))  # Volcano always has one; replaced by a real one
 
     # -- handlers (called by the watch caches) --------------------------------------------------------
@@ -89,6 +91,7 @@ class Controller(Evictions, Failures, Resumed, StepErrors):
             self.seen.pop(key, None)
             self.sync_failed.pop(key, None)
             self.sync_warned.pop(key, None)
+            self.not_gated.discard(key)
         else:
             self.bindings[key] = new
             if key not in self.seen:
@@ -277,7 +280,12 @@ class Controller(Evictions, Failures, Resumed, StepErrors):
             # placed by karmada-scheduler (gate): ours once the webhook paused it, and still ours after Atoll
             # resumed it (its admission stamp): its start and end must reach the engine, or it holds its
             # in-flight reservation and its capacity for ever
-            managed = managed and (is_paused(obj) or plan.ADMITTED_ANNOTATION in (meta(obj).get("annotations") or {}))
+            ours = is_paused(obj) or plan.ADMITTED_ANNOTATION in (meta(obj).get("annotations") or {})
+            if managed and not ours and tkey is not None:     # the webhook did not pause it (engine/kube/not_gated.py)
+                template = self.templates.get(tkey)
+                if template is not None and template_outcome(template) is None:
+                    self._not_gated(key, obj, None, out)
+            managed = managed and ours
         if not managed or tkey is None:
             if known is not None and not known.state.holds_resources:
                 self.engine.remove_job(key)

@@ -31,6 +31,8 @@ class Resumed:
     if TYPE_CHECKING:
         def _fail(self, key: str, failure: Failure, now: float, out: list[Patch | Event]) -> None: ...
 
+        def _not_gated(self, key: str, obj: Obj, queue: str | None, out: list[Patch | Event]) -> None: ...
+
     def _adopt(self, key: str, obj: Obj, job: Job, template: Obj, now: float, out: list[Patch | Event]) -> None:
         """A resumed binding we have no record of: admitted before a restart (or never paused). It holds
         its capacity again, without a second admission. Bind mode: a controller that died between writing
@@ -51,6 +53,8 @@ class Resumed:
         outcome = template_outcome(template)
         if outcome is not None:
             self.engine.finished(key, outcome)
+        elif plan.ADMITTED_ANNOTATION not in annotations:      # never paused by the webhook (engine/kube/not_gated.py)
+            self._not_gated(key, obj, job.queue, out)
         log.info("adopted %s (resumed before this controller started; clusters %s)", key, clusters or "none yet")
 
     def _lifecycle(self, key: str, obj: Obj, job: Job, template: Obj, now: float, out: list[Patch | Event]) -> None:
