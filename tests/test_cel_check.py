@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from engine.errors import InputError
 from engine.model import Cluster, Job, Queue, Task
 from engine.policy.cel import CelCompiler, CelRuntimeError, to_cel
-from engine.policy.cel_check import MAX_CHARS
+from engine.policy.cel_size import MAX_CHARS
 from engine.policy.cel_types import FUNCTIONS, METHODS, REFUSED, ListT, MapT, ObjT
 from engine.policy.cel_vars import OBJECTS, VARIABLES, cluster_vars, job_vars, queue_vars
 from engine.resources import parse_resources

@@ -16,20 +16,20 @@ from typing import Any, Callable, Mapping, Optional
 
 from engine.core.scheduler import Engine
 from engine.errors import InputError
-from engine.kube import metrics, plan
-from engine.kube.bindings import (addressed_unplaced, binding_ref, contained, failure_marker, is_paused,
-                                  scheduled_condition, template_key)
+from engine.kube import plan
+from engine.kube.bindings import addressed_unplaced, binding_ref, contained, is_paused, template_key
+from engine.kube.not_gated import NotGated
 from engine.kube.plan import Event, Patch
+from engine.kube.resumed import Resumed
+from engine.kube.step_errors import StepErrors
 from engine.kube.stuck import StuckPods
 from engine.kube.translate import (DEFAULT_QUEUE, PriorityClasses, cluster_from_obj, describe, job_fingerprint,
-                                   job_from_template, member_failure, meta, object_key, queue_from_obj,
-                                   template_outcome,
-                                   template_started)
+                                   job_from_template, meta, object_key, queue_from_obj, template_outcome)
 from engine.kube.webhook import PAUSED_ANNOTATION, ManagedSelector
 from engine.kube.eviction import EVICTION_TIMEOUT, Evictions
 from engine.kube.failures import Failures
 from engine.kube.works import WorkIndex
-from engine.model import Failure, FailureKind, Job, JobState, Queue
+from engine.model import JobState, Queue
 from engine.pipeline import Pipeline
 from engine.resources import fits
 
@@ -41,10 +41,9 @@ creationTimestamp's whole seconds) and still order the job (``Controller._submit
 
 Obj = dict[str, Any]
 STUCK_AFTER = 20.0             # seconds a pod may stay Unschedulable in its member: 2 x Karmada's status period
-SYNC_RETRY = 60.0              # seconds until a binding whose sync raised is synced again without a change
 
 
-class Controller(Evictions, Failures):
+class Controller(Evictions, Failures, Resumed, NotGated, StepErrors):
     def __init__(self, pipeline: Pipeline, selector: ManagedSelector = ManagedSelector(), mode: str = "gate",
                  on_admit: Optional[Callable[[str, str, float], None]] = None, stuck_after: float = STUCK_AFTER
                  ) -> None:
@@ -77,6 +76,7 @@ class Controller(Evictions, Failures):
         self.plugin_errors_logged: set[tuple[str, str]] = set()   # (plugin, exception type) traceback logged
         self.sync_failed: dict[str, float] = {}      # binding whose sync raised -> when it is synced again
         self.sync_warned: dict[str, str] = {}        # binding -> the sync error its last SyncFailed Event told
+        self.not_gated: set[str] = set()             # bindings told NotGated (the webhook did not pause them)
         self.engine.upsert_queue(Queue(DEFAULT_QUEUE))  # Volcano always has one; replaced by a real one
 
     # -- handlers (called by the watch caches) --------------------------------------------------------
@@ -91,6 +91,7 @@ class Controller(Evictions, Failures):
             self.seen.pop(key, None)
             self.sync_failed.pop(key, None)
             self.sync_warned.pop(key, None)
+            self.not_gated.discard(key)
         else:
             self.bindings[key] = new
             if key not in self.seen:
@@ -197,10 +198,7 @@ class Controller(Evictions, Failures):
     def step(self, now: float) -> list[Patch | Event]:
         """Apply what changed, run one engine cycle, return the API writes that carry out its decisions."""
         out, self.pending = [i for i in self.pending if self._still_wanted(i)], []
-        if self.sync_failed:
-            for key in [k for k, at in self.sync_failed.items() if at <= now]:
-                del self.sync_failed[key]
-                self.dirty.add(key)
+        self._sync_retries_due(now)
         order = sorted(self.dirty, key=lambda k: self._arrival(k))
         self.dirty.clear()
         for key in order:
@@ -219,17 +217,7 @@ class Controller(Evictions, Failures):
         self._check_evictions(now, out)
         self._check_stuck(now, out)
         result = self.engine.cycle(now)
-        failed = {error.job_id for error in result.plugin_errors}
-        for error in result.plugin_errors:
-            metrics.PLUGIN_ERRORS.labels(error.plugin or "unknown").inc()
-            # the traceback once per plugin and exception type: a broken plugin meets many jobs, each again and again
-            which = (error.plugin, error.error.split(":", 1)[0])
-            first = which not in self.plugin_errors_logged
-            if first and len(self.plugin_errors_logged) < 1000:
-                self.plugin_errors_logged.add(which)
-            log.error("%s: plugin %s failed while judging it (%s); it stays pending and is examined again later%s",
-                      error.job_id, error.plugin or "(unknown)", error.error,
-                      "\n" + error.traceback.rstrip() if first else "")
+        failed = self._plugin_errors(result)
         for adm in result.admitted:
             with contained(adm.job_id, "admission"):
                 self._admitted(adm.job_id, adm.queue, adm.placement, now, out)
@@ -249,44 +237,6 @@ class Controller(Evictions, Failures):
                         and job_id not in failed else "Warning"
                     out.append(Event(plan.binding_involved(ref), "Pending", reason, kind))
         return out
-
-    def _sync_failed(self, key: str, exc: Exception, now: float, out: list[Patch | Event]) -> None:
-        """A binding whose sync raised (e.g. a plugin's enqueue hook on its job) stays as it was; it is synced again
-        at its next change or ``SYNC_RETRY`` seconds later, whichever comes first, and says so on the binding with a
-        Warning Event once per error (not at every retry): paused and silent, it would look lost."""
-        text = f"{type(exc).__name__}: {exc}"[:300]
-        new = self.sync_warned.get(key) != text
-        # the traceback when the error is new for the binding, one line at each retry that fails the same way
-        log.error("binding %s could not be synced (%s); it stays as it was and is retried on its next change or "
-                  "within %g s", key, text, SYNC_RETRY, exc_info=exc if new else None)
-        obj = self.bindings.get(key)
-        if obj is None:
-            return
-        self.sync_failed[key] = now + SYNC_RETRY
-        if new:
-            self.sync_warned[key] = text
-            out.append(Event(plan.binding_involved(binding_ref(obj)), "SyncFailed",
-                             f"Atoll could not take this binding in ({text}); it stays as it is and is tried again "
-                             f"at its next change or within {SYNC_RETRY:g} s (the controller's log has the traceback)",
-                             "Warning"))
-
-    def _still_wanted(self, item: Patch | Event) -> bool:
-        """A write handed back after a failure is re-issued only if the engine still means it: a requeue
-        that failed while the API was away must not pause a binding that has since been adopted as running
-        (it would stay paused and holding for ever), nor an admission land on a job requeued since."""
-        if not isinstance(item, Patch):
-            return True
-        job = self.engine.state.jobs.get(item.ref.key)
-        if item.why in ("admit", "bind", "bind-status"):
-            wanted = job is not None and job.state.holds_resources
-        elif item.why in ("requeue", "giveup"):
-            wanted = job is not None and not job.state.holds_resources
-        else:                                   # pending: a waiting job, or one kept aside as invalid
-            wanted = (job is not None and job.state is JobState.PENDING) or item.ref.key in self.invalid
-        if not wanted:
-            log.info("dropping a stale %s write for %s (the job is now %s)", item.why, item.ref.key,
-                     job.state.value if job is not None else "unknown")
-        return wanted
 
     def _arrival(self, key: str) -> tuple[float, int, str]:
         """Submission order: the submit time, then the order the watch delivered the bindings. Bindings the
@@ -330,7 +280,12 @@ class Controller(Evictions, Failures):
             # placed by karmada-scheduler (gate): ours once the webhook paused it, and still ours after Atoll
             # resumed it (its admission stamp): its start and end must reach the engine, or it holds its
             # in-flight reservation and its capacity for ever
-            managed = managed and (is_paused(obj) or plan.ADMITTED_ANNOTATION in (meta(obj).get("annotations") or {}))
+            ours = is_paused(obj) or plan.ADMITTED_ANNOTATION in (meta(obj).get("annotations") or {})
+            if managed and not ours and tkey is not None:     # the webhook did not pause it (engine/kube/not_gated.py)
+                template = self.templates.get(tkey)
+                if template is not None and template_outcome(template) is None:
+                    self._not_gated(key, obj, None, out)
+            managed = managed and ours
         if not managed or tkey is None:
             if known is not None and not known.state.holds_resources:
                 self.engine.remove_job(key)
@@ -379,54 +334,6 @@ class Controller(Evictions, Failures):
             return True
         return addressed_unplaced(obj) and (
             self.mode == "bind" or plan.ADMITTED_ANNOTATION not in (meta(obj).get("annotations") or {}))
-
-    def _adopt(self, key: str, obj: Obj, job: Job, template: Obj, now: float, out: list[Patch | Event]) -> None:
-        """A resumed binding we have no record of: admitted before a restart (or never paused). It holds
-        its capacity again, without a second admission. Bind mode: a controller that died between writing
-        spec.clusters and the Scheduled condition left the status unwritten; it is written now."""
-        annotations = meta(obj).get("annotations") or {}
-        # no later than now: a future stamp would keep its pods from being seen stuck, and protect it from preemption
-        admitted = min(plan.parse_stamp(annotations.get(plan.ADMITTED_ANNOTATION)) or now, now)
-        clusters = plan.binding_clusters(obj)
-        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-        generation = meta(obj).get("generation")
-        status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
-        if ((spec or {}).get("schedulerName") == plan.SCHEDULER_NAME and clusters and isinstance(generation, int)
-                and plan.ADMITTED_ANNOTATION in annotations
-                and (status or {}).get("schedulerObservedGeneration") != generation):
-            out.append(Patch(binding_ref(obj), plan.bind_status_patch(generation, now, (status or {}).get(
-                "conditions")), "bind-status", subresource="status"))
-        self.engine.adopt(job, plan.placement_on(clusters, job), admitted, running=template_started(template))
-        outcome = template_outcome(template)
-        if outcome is not None:
-            self.engine.finished(key, outcome)
-        log.info("adopted %s (resumed before this controller started; clusters %s)", key, clusters or "none yet")
-
-    def _lifecycle(self, key: str, obj: Obj, job: Job, template: Obj, now: float, out: list[Patch | Event]) -> None:
-        """Finished, failed, started: from the template's status (Karmada aggregates members into it)."""
-        if not job.state.holds_resources or job.state is JobState.EVICTING:
-            return
-        outcome = template_outcome(template)
-        ref = binding_ref(obj)
-        if outcome is True:
-            self.engine.finished(key, True)
-            out.append(Event(plan.binding_involved(ref), "Finished", "workload completed; its quota is released"))
-            return
-        in_member = member_failure(obj)
-        if outcome is False or in_member is not None:
-            marker = in_member[1] if in_member is not None else failure_marker(template)
-            if self.failure_seen.get(key) != marker:
-                self.failure_seen[key] = marker
-                clusters = plan.binding_clusters(obj)
-                where = in_member[0] if in_member is not None else (clusters[0] if clusters else None)
-                self._fail(key, Failure(FailureKind.JOB_FAILED, where or None,
-                                        "the workload failed in its member cluster"), now, out)
-            return
-        if job.state is JobState.ADMITTED and template_started(template):
-            self.engine.started(key, now)
-        cond = scheduled_condition(obj)
-        if cond is not None and cond.get("status") == "True":
-            self.resumed_at.pop(key, None)
 
     def _admitted(self, key: str, queue: str, placement: dict[str, dict[str, int]], now: float,
                   out: list[Patch | Event]) -> None:
@@ -481,9 +388,3 @@ class Controller(Evictions, Failures):
                      (f"waiting for its Works to be gone on {', '.join(left)}" if left else "its Works are gone") +
                      f" (capacity freed at the latest {plan.stamp(since + EVICTION_TIMEOUT)})")
         return text
-
-    def retry_later(self, item: Patch | Event) -> None:
-        """An API write failed: carry it into the next step."""
-        self.pending.append(item)
-
-

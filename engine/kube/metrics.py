@@ -24,3 +24,6 @@ NODE_VIEW = Gauge("atoll_cluster_node_view", "1 when a cluster's fit is checked 
                   "usable), 0 when on summed totals (set when scraped).", ["cluster"])
 PLUGIN_ERRORS = Counter("atoll_plugin_errors_total", "Exceptions a plugin raised while judging one job, contained "
                         "as that job's refusal (engine/core/contain.py), by plugin.", ["plugin"])
+NOT_GATED = Counter("atoll_bindings_not_gated_total", "Bindings the webhook did not pause (it was down, or they "
+                    "predate Atoll), each counted once: adopted (usage counted, placed without Atoll's admission) "
+                    "or ignored (bind mode, left to karmada-scheduler).", ["handling"])

@@ -26,7 +26,8 @@ from celpy.evaluation import CELEvalError
 
 from engine.errors import InputError
 from engine.policy.cel_budget import EVAL_CPU_BUDGET, TIMER, BudgetExceeded, over_budget
-from engine.policy.cel_check import CelCheckError, Checker, check_size, check_tree, type_scope
+from engine.policy.cel_check import CelCheckError, Checker, type_scope
+from engine.policy.cel_size import check_size, check_tree
 
 # celpy logs every evaluation error at ERROR with a traceback before raising it; we report it ourselves.
 logging.getLogger("celpy").setLevel(logging.CRITICAL)

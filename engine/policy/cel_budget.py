@@ -1,7 +1,7 @@
 """The run-time half of the CEL evaluation budget: an evaluation gets ``EVAL_CPU_BUDGET`` seconds of CPU.
 
-The static half (``engine.policy.cel_check``: text size, syntax nodes and depth, at most two nested
-comprehensions, no regular expressions) bounds what an expression can do per element of the objects it
+The static half (``engine.policy.cel_size``: text size, syntax nodes and depth; ``engine.policy.cel_check``: at
+most two nested comprehensions, no regular expressions) bounds what an expression can do per element of the objects it
 reads; an object with thousands of tasks or labels can still make one evaluation slow. So each evaluation
 runs under a CPU-time timer (``setitimer(ITIMER_VIRTUAL)``): when it fires, ``BudgetExceeded`` (a
 ``BaseException``, so cel-python's ``||`` and ``has()`` cannot absorb it) interrupts the evaluation and the

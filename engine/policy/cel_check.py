@@ -11,8 +11,8 @@ whole syntax tree (cel-python's lark tree) instead and types every node:
 
 What stays for run time (docs/policy.md, "Checked at load"): map keys (``job.labels['tier']`` may be
 absent), values typed ``dyn``, division by zero, overflow, conversions such as ``int('x7')``.
-Also enforced here: the evaluation budget's static half (``MAX_NODES`` syntax nodes, ``MAX_DEPTH`` levels,
-``MAX_MACRO_NESTING`` nested comprehensions); the time half is ``engine.policy.cel_budget``.
+Also enforced here: ``MAX_MACRO_NESTING`` nested comprehensions, part of the evaluation budget's static half
+(the rest, text size and syntax nodes, is ``engine.policy.cel_size``; the time half is ``engine.policy.cel_budget``).
 """
 
 from __future__ import annotations
@@ -25,11 +25,7 @@ import lark
 from engine.policy.cel_types import (BOOL, BYTES, DOUBLE, DURATION, DYN, FUNCTIONS, INT, MACROS, METHODS, NULL,
                                      ORDERED, REFUSED, STRING, TIMESTAMP, TYPE, TYPE_NAMES, UINT, CelType, ListT,
                                      MapT, ObjT, Prim, compatible, is_dyn, join)
-
-MAX_CHARS = 2000             # expression text
-MAX_NODES = 1500             # syntax-tree nodes (``job.priority + 1`` has 19)
-MAX_DEPTH = 300              # tree levels (each parenthesis adds ~10)
-MAX_MACRO_NESTING = 2        # ``job.tasks.all(t, t.resources.exists(r, ...))`` is 2
+from engine.policy.cel_size import MAX_MACRO_NESTING
 
 _CONVERT_HINT = " (CEL never converts types implicitly: write int(x), double(x) or string(x))"
 
@@ -44,42 +40,6 @@ class CelCheckError(Exception):
         super().__init__(message)
         self.message = message
         self.line, self.column = _position(node)
-
-
-def check_size(text: str) -> Optional[str]:
-    """A message when the text is over MAX_CHARS or nests brackets deeper than the parser can take."""
-    if len(text) > MAX_CHARS:
-        return f"the expression is {len(text):,} characters long; at most {MAX_CHARS:,}"
-    depth = deepest = 0
-    quote = ""
-    for ch in text:
-        if quote:
-            quote = "" if ch == quote else quote          # escapes do not matter for counting brackets
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in ")]}":
-            depth -= 1
-    if deepest > 32:
-        return f"brackets nested {deepest} deep; at most 32"
-    return None
-
-
-def check_tree(tree: Any) -> Optional[str]:
-    """The budget's static half: node count and depth, measured without recursion."""
-    nodes, stack = 0, [(tree, 1)]
-    while stack:
-        node, depth = stack.pop()
-        nodes += 1
-        if nodes > MAX_NODES:
-            return f"the expression has more than {MAX_NODES:,} syntax nodes"
-        if depth > MAX_DEPTH:
-            return f"the expression nests deeper than {MAX_DEPTH} syntax levels"
-        if isinstance(node, lark.Tree):
-            stack.extend((child, depth + 1) for child in node.children)
-    return None
 
 
 class Checker:

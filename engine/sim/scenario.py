@@ -18,8 +18,9 @@ from engine._data import data_path
 from engine.core.nodefit import DEFAULT_GRADES
 from engine.errors import InputError
 from engine.model import Job, Queue, Task
-from engine.resources import PODS, Resources, add_into, fits, parse_quantity, parse_resources, scale
+from engine.resources import PODS, Resources, add_into, fits, parse_resources, scale
 from engine.sim.scenario_checks import DEFAULT_PERIODS, check_budget, check_periods, check_queue_tree, whole_resources
+from engine.sim.scenario_models import parse_models
 from engine.policy.schema_check import first_error, load_schema_file
 from engine.policy.yaml_source import PathPart, YamlLimits, format_path, line_of, load_yaml, read_source
 
@@ -327,49 +328,6 @@ def _positive(value: object, where: str) -> float:
     if seconds <= 0:
         raise InputError("must be greater than zero", where)
     return seconds
-
-
-def parse_models(raw: list[dict[str, Any]], where: str) -> list[Resources]:
-    """Karmada ``spec.resourceModels`` -> each grade's lower edges (``min``), in grade order, checked as
-    Karmada's ``ValidateClusterResourceModels`` does (distinct grades, the same resources in every
-    grade, ``max > min``, contiguous ranges) and normalised as its mutation does (first ``min`` 0,
-    last ``max`` open). ``[]`` -> ``[]``: no models."""
-    ordered = sorted(enumerate(raw), key=lambda item: item[1]["grade"])
-    grades: list[Resources] = []
-    names: Optional[list[str]] = None
-    seen: set[int] = set()
-    previous_max: dict[str, int] = {}
-    for position, (i, model) in enumerate(ordered):
-        here = f"{where}[{i}]"
-        if model["grade"] in seen:
-            raise InputError(f"grade {model['grade']} is declared twice", f"{here}.grade")
-        seen.add(model["grade"])
-        mins: Resources = {}
-        for k, r in enumerate(model["ranges"]):
-            name = r["name"]
-            if name in mins:
-                raise InputError(f"resource {name!r} has two ranges in one grade", f"{here}.ranges[{k}].name")
-            low = parse_quantity(r["min"], name, f"{here}.ranges[{k}].min")   # checked in every grade
-            low = 0 if position == 0 else low                                    # Karmada: the first starts at 0
-            mins[name] = low
-            if position and name in previous_max and previous_max[name] != low:
-                raise InputError(f"{name}: ranges must be contiguous (this grade's min is not the previous "
-                                 f"grade's max)", f"{here}.ranges[{k}].min")
-            if "max" in r:
-                high = parse_quantity(r["max"], name, f"{here}.ranges[{k}].max")
-                if high <= parse_quantity(r["min"], name, f"{here}.ranges[{k}].min"):
-                    raise InputError(f"{name}: max must be greater than min", f"{here}.ranges[{k}].max")
-                previous_max[name] = high
-            else:
-                previous_max.pop(name, None)
-        if names is None:
-            names = sorted(mins)
-        elif sorted(mins) != names:
-            raise InputError(f"every grade must list the same resources ({', '.join(names)})", f"{here}.ranges")
-        if grades and any(mins[n] <= grades[-1][n] for n in mins):
-            raise InputError("each grade's min must be above the previous grade's", f"{here}.ranges")
-        grades.append(mins)
-    return grades
 
 
 def _job(raw: dict[str, Any], name: str, submit_at: float, duration: float, where: str, at: Any,
