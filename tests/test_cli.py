@@ -237,3 +237,23 @@ def test_webhook_certificate_problems_are_one_line(tmp_path: Path) -> None:
                         (notpem, "--cert: not a PEM file"), (badpem, "cannot use the certificate and key")):
         line = one_line_error(atoll("webhook", "--cert", str(cert), "--key", str(cert), "--port", "0"))
         assert words in line and str(cert) in line
+
+
+@pytest.mark.parametrize("argv", [
+    ["webhook", "--insecure-http", "--port", "{port}"],
+    ["run", "--metrics-port", "{port}"],
+    ["run", "--dashboard-port", "{port}"],
+    ["simulate", "scenarios/quickstart.yaml", "--serve", "--dashboard-port", "{port}"],
+])
+@pytest.mark.parametrize("port", ["70000", "-1", "65536"])
+def test_a_port_outside_0_to_65535_is_a_usage_error(argv: list[str], port: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """``atoll webhook --port 70000`` listened on port 4464 (70000 mod 65536) without a word, and ``simulate --serve
+    --dashboard-port 70000`` ended in an OverflowError traceback from bind()."""
+    from engine.cli import build_parser
+
+    with pytest.raises(SystemExit) as info:          # parsed only: nothing is served if the port is taken
+        build_parser().parse_args([a.replace("{port}", port) for a in argv])
+    assert info.value.code == 2
+    flag = argv[-2]
+    assert f"argument {flag}: must be a port from 0 to 65535, got {port}" in capsys.readouterr().err

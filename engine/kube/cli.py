@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 import uvloop
 
+from engine.commands.args import port
 from engine.commands.output import add_output, emit
 from engine.errors import InputError, UsageError
 from engine.kube import access, plan
@@ -148,7 +149,7 @@ def register(subparsers: Any, _: Optional[Any] = None) -> None:
     src.add_argument("--policy-configmap", metavar="NS/NAME", help="policy ConfigMap (key policy.yaml); hot-reloaded")
     src.add_argument("--policy", metavar="FILE", help="policy file (no reload)")
     access.add_arguments(p)
-    p.add_argument("--metrics-port", type=int, default=8080, help="serves /metrics, /healthz, /explain?job=NS/NAME")
+    p.add_argument("--metrics-port", type=port, default=8080, help="serves /metrics, /healthz, /explain?job=NS/NAME")
     p.add_argument("--metrics-host", default="0.0.0.0")
     p.add_argument("--leader-elect", action="store_true", help="lead through a coordination.k8s.io Lease")
     p.add_argument("--lease-name", default="atoll-controller")
@@ -162,7 +163,7 @@ def register(subparsers: Any, _: Optional[Any] = None) -> None:
                    help="karmada-controller-manager's --cluster-status-update-frequency (default 10): an admitted "
                         "job's reservation ends this long (plus 5 s) after its start when its cluster's status "
                         "does not change")
-    p.add_argument("--dashboard-port", type=int, default=None, metavar="N",
+    p.add_argument("--dashboard-port", type=port, default=None, metavar="N",
                    help="serve the read-only web dashboard on this port (default: off; see docs/dashboard.md)")
     p.add_argument("--dashboard-address", default="127.0.0.1", metavar="ADDR",
                    help="address the dashboard binds (default 127.0.0.1: this machine only; 0.0.0.0 in a pod)")

@@ -10,6 +10,7 @@ from typing import Any, Optional
 
 import uvloop
 
+from engine.commands.args import port
 from engine.commands.output import add_output, emit
 from engine.errors import InputError, UsageError
 from engine.kube import access
@@ -102,7 +103,7 @@ def register(subparsers: Any, _: Optional[Any] = None) -> None:
     p.add_argument("--cert", help="TLS certificate (PEM); reloaded when the file changes")
     p.add_argument("--key", help="TLS private key (PEM)")
     p.add_argument("--host", default="0.0.0.0")
-    p.add_argument("--port", type=int, default=9443)
+    p.add_argument("--port", type=port, default=9443)
     src = p.add_mutually_exclusive_group()
     src.add_argument("--policy", help="policy YAML file; reloaded when it changes")
     src.add_argument("--policy-configmap", metavar="NS/NAME",
