@@ -257,3 +257,27 @@ def test_a_port_outside_0_to_65535_is_a_usage_error(argv: list[str], port: str,
     assert info.value.code == 2
     flag = argv[-2]
     assert f"argument {flag}: must be a port from 0 to 65535, got {port}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["bench-webhook", "--rate", "0"], "argument --rate: must be a finite number above 0, got 0"),
+    (["bench-webhook", "--rate", "nan"], "argument --rate: must be a finite number above 0, got nan"),
+    (["bench-webhook", "--requests", "0"], "argument --requests: must be at least 1, got 0"),
+    (["bench-webhook", "--concurrency", "-1"], "argument --concurrency: must be at least 1, got -1"),
+    (["webhook", "--reload-interval", "0"], "argument --reload-interval: must be a finite number above 0, got 0"),
+    (["webhook", "--reload-interval", "-1"], "argument --reload-interval: must be a finite number above 0, got -1"),
+    (["run", "--concurrency", "0"], "argument --concurrency: must be at least 1, got 0"),
+    (["run", "--watch-timeout", "0"], "argument --watch-timeout: must be at least 1, got 0"),
+    (["run", "--stuck-after", "nan"], "argument --stuck-after: must be a finite number of 0 or more, got nan"),
+    (["run", "--stuck-after", "-5"], "argument --stuck-after: must be a finite number of 0 or more, got -5"),
+])
+def test_counts_rates_and_intervals_out_of_range_are_usage_errors(argv: list[str], says: str,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """bench-webhook --rate 0 ended in ZeroDivisionError and --requests 0 in IndexError (tracebacks); run
+    --concurrency 0 made a Semaphore(0) that no binding write ever passes; --reload-interval 0 or less polled the
+    files in a busy loop; --stuck-after nan compared false everywhere (stuck pods never failed, watches still on)."""
+    from engine.cli import build_parser
+
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args(argv)
+    assert info.value.code == 2 and says in capsys.readouterr().err

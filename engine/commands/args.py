@@ -33,3 +33,24 @@ def port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"must be a port from 0 to 65535, got {value}")
     return value
+
+
+def positive(text: str) -> float:
+    """A finite number above 0 (a rate, an interval): 0 divided by it or made a busy loop; NaN compared false."""
+    return _number(text, zero=False)
+
+
+def non_negative(text: str) -> float:
+    """A finite number of 0 or more (0 usually turns the feature off)."""
+    return _number(text, zero=True)
+
+
+def _number(text: str, zero: bool) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (value >= 0 if zero else value > 0) or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number {'of 0 or more' if zero else 'above 0'}, "
+                                         f"got {text}")
+    return value
