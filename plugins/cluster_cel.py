@@ -7,11 +7,13 @@ removed cluster names the expression. ``cluster-score`` adds ``weight × express
 results on what the expression reads (see ``plugins._celpair``).
 
 An expression that fails on a real pair (say a label the job lacks) removes the
-cluster (filter: fail closed, with the error as the reason) or scores 0 (score).
+cluster (filter: fail closed, with the error as the reason) or scores 0 (score), and so
+does a score that is not a finite number (``x / 0.0`` is inf in CEL, not an error).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Hashable, Optional
 
 from engine.core.state import FleetState
@@ -119,7 +121,10 @@ class ClusterScore(Plugin):
     def atoll_score(self, job: Job, clusters: list[Cluster], state: FleetState) -> dict[str, int]:
         out: dict[str, int] = {}
         for name, (ok, value) in self.pairs.evaluate(job, clusters, state).items():
-            out[name] = round(value * self.weight) if ok else 0
+            score = value * self.weight if ok else 0
+            # a double can be inf or NaN (``x / 0.0`` on a cluster of 0 cpu): no score, as for an error, where
+            # round() raised, failing every placement of the job as a plugin error
+            out[name] = round(score) if not isinstance(score, float) or math.isfinite(score) else 0
         return out
 
 

@@ -237,3 +237,47 @@ def test_webhook_certificate_problems_are_one_line(tmp_path: Path) -> None:
                         (notpem, "--cert: not a PEM file"), (badpem, "cannot use the certificate and key")):
         line = one_line_error(atoll("webhook", "--cert", str(cert), "--key", str(cert), "--port", "0"))
         assert words in line and str(cert) in line
+
+
+@pytest.mark.parametrize("argv", [
+    ["webhook", "--insecure-http", "--port", "{port}"],
+    ["run", "--metrics-port", "{port}"],
+    ["run", "--dashboard-port", "{port}"],
+    ["simulate", "scenarios/quickstart.yaml", "--serve", "--dashboard-port", "{port}"],
+])
+@pytest.mark.parametrize("port", ["70000", "-1", "65536"])
+def test_a_port_outside_0_to_65535_is_a_usage_error(argv: list[str], port: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """``atoll webhook --port 70000`` listened on port 4464 (70000 mod 65536) without a word, and ``simulate --serve
+    --dashboard-port 70000`` ended in an OverflowError traceback from bind()."""
+    from engine.cli import build_parser
+
+    with pytest.raises(SystemExit) as info:          # parsed only: nothing is served if the port is taken
+        build_parser().parse_args([a.replace("{port}", port) for a in argv])
+    assert info.value.code == 2
+    flag = argv[-2]
+    assert f"argument {flag}: must be a port from 0 to 65535, got {port}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["bench-webhook", "--rate", "0"], "argument --rate: must be a finite number above 0, got 0"),
+    (["bench-webhook", "--rate", "nan"], "argument --rate: must be a finite number above 0, got nan"),
+    (["bench-webhook", "--requests", "0"], "argument --requests: must be at least 1, got 0"),
+    (["bench-webhook", "--concurrency", "-1"], "argument --concurrency: must be at least 1, got -1"),
+    (["webhook", "--reload-interval", "0"], "argument --reload-interval: must be a finite number above 0, got 0"),
+    (["webhook", "--reload-interval", "-1"], "argument --reload-interval: must be a finite number above 0, got -1"),
+    (["run", "--concurrency", "0"], "argument --concurrency: must be at least 1, got 0"),
+    (["run", "--watch-timeout", "0"], "argument --watch-timeout: must be at least 1, got 0"),
+    (["run", "--stuck-after", "nan"], "argument --stuck-after: must be a finite number of 0 or more, got nan"),
+    (["run", "--stuck-after", "-5"], "argument --stuck-after: must be a finite number of 0 or more, got -5"),
+])
+def test_counts_rates_and_intervals_out_of_range_are_usage_errors(argv: list[str], says: str,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """bench-webhook --rate 0 ended in ZeroDivisionError and --requests 0 in IndexError (tracebacks); run
+    --concurrency 0 made a Semaphore(0) that no binding write ever passes; --reload-interval 0 or less polled the
+    files in a busy loop; --stuck-after nan compared false everywhere (stuck pods never failed, watches still on)."""
+    from engine.cli import build_parser
+
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args(argv)
+    assert info.value.code == 2 and says in capsys.readouterr().err

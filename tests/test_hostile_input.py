@@ -130,6 +130,19 @@ def test_scenario_expansion_budget_is_checked_before_expanding(change: str, word
     assert time.process_time() - start < 5          # a budget check, not an expansion (which takes minutes)
 
 
+def test_a_job_whose_pods_would_not_fit_in_memory_is_refused_before_it_runs() -> None:
+    """One job of 9,000,000 replicas passed the old budget (10,000,000 pods) and the simulator built a Pod object
+    per replica once it started: ~6 GiB, a MemoryError traceback under a 3 GiB limit. Every replica over all jobs
+    may be live at once (a policy without a capacity plugin admits them all), so the budget is what fits."""
+    change = "{name: master, replicas: 1, minAvailable: 1,"
+    assert change in SCENARIO
+    text = SCENARIO.replace(change, "{name: master, replicas: 3000000, minAvailable: 1,", 1)
+    with pytest.raises(InputError) as info:
+        load_scenario_text(text, "s.yaml")
+    assert str(info.value) == "s.yaml: spec.jobs (line 25): 3,000,164 pods (replicas over all jobs); at most " \
+                              "2,000,000 (the simulator keeps every pod of a running job in memory)"
+
+
 @pytest.mark.parametrize("value", ["1e99999", "1e999999999", "9223372036854775808", 1e300, 10**30])
 def test_absurd_quantities_are_input_errors(value: object) -> None:
     with pytest.raises(InputError, match="quantity"):

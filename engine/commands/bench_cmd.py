@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Callable, Optional
 
 from engine._data import data_path
 from engine.bench import BenchShape, repeated, run_bench, run_churn
+from engine.commands.args import count as _count
 from engine.commands.output import add_output, emit
 from engine.pipeline import Pipeline
 
@@ -16,22 +16,6 @@ DEFAULT_POLICY = data_path("policies", "default.yaml")
 MAX_JOBS = 1_000_000         # 5x the simulator's scenario cap (engine.sim.scenario_checks.MAX_JOBS, 200,000)
 MAX_QUEUES = 1_000_000
 MAX_CLUSTERS = 100_000       # the simulator's cap of nodes over all clusters (engine.sim.scenario_checks.MAX_NODES)
-
-
-def _count(low: int, high: Optional[int] = None) -> Callable[[str], int]:
-    """An argparse ``type``: an integer from ``low`` to ``high`` (inclusive), else a usage error (exit 2)."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
-        if high is not None and value > high:
-            raise argparse.ArgumentTypeError(f"must be at most {high:,}, got {value:,}")
-        return value
-    parse.__name__ = "integer"           # argparse names the type in its "invalid ... value" fallback
-    return parse
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

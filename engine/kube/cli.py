@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 import uvloop
 
+from engine.commands.args import count, non_negative, port
 from engine.commands.output import add_output, emit
 from engine.errors import InputError, UsageError
 from engine.kube import access, plan
@@ -148,25 +149,25 @@ def register(subparsers: Any, _: Optional[Any] = None) -> None:
     src.add_argument("--policy-configmap", metavar="NS/NAME", help="policy ConfigMap (key policy.yaml); hot-reloaded")
     src.add_argument("--policy", metavar="FILE", help="policy file (no reload)")
     access.add_arguments(p)
-    p.add_argument("--metrics-port", type=int, default=8080, help="serves /metrics, /healthz, /explain?job=NS/NAME")
+    p.add_argument("--metrics-port", type=port, default=8080, help="serves /metrics, /healthz, /explain?job=NS/NAME")
     p.add_argument("--metrics-host", default="0.0.0.0")
     p.add_argument("--leader-elect", action="store_true", help="lead through a coordination.k8s.io Lease")
     p.add_argument("--lease-name", default="atoll-controller")
     p.add_argument("--lease-namespace", default="atoll-system")
     p.add_argument("--identity", help="leader-election identity (default: hostname-pid)")
-    p.add_argument("--concurrency", type=int, default=32, help="binding patches in flight at most")
-    p.add_argument("--stuck-after", type=float, default=20.0, metavar="SECONDS",
+    p.add_argument("--concurrency", type=count(1), default=32, help="binding patches in flight at most")
+    p.add_argument("--stuck-after", type=non_negative, default=20.0, metavar="SECONDS",
                    help="a pod Unschedulable in its member this long fails its job there (recover stage); watches "
                         "members' unbound pods through Karmada's cluster proxy; 0 turns that off")
     p.add_argument("--cluster-status-period", type=_positive_seconds, default=10.0, metavar="SECONDS",
                    help="karmada-controller-manager's --cluster-status-update-frequency (default 10): an admitted "
                         "job's reservation ends this long (plus 5 s) after its start when its cluster's status "
                         "does not change")
-    p.add_argument("--dashboard-port", type=int, default=None, metavar="N",
+    p.add_argument("--dashboard-port", type=port, default=None, metavar="N",
                    help="serve the read-only web dashboard on this port (default: off; see docs/dashboard.md)")
     p.add_argument("--dashboard-address", default="127.0.0.1", metavar="ADDR",
                    help="address the dashboard binds (default 127.0.0.1: this machine only; 0.0.0.0 in a pod)")
-    p.add_argument("--watch-timeout", type=int, default=60, metavar="SECONDS",
+    p.add_argument("--watch-timeout", type=count(1), default=60, metavar="SECONDS",
                    help="the API server ends each watch after this long; it is reopened from the last version")
     p.add_argument("--log-level", default="info")
     p.set_defaults(func=_run)

@@ -49,6 +49,12 @@ def _labels(obj: Obj, field: str = "labels") -> dict[str, str]:
     return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
 
 
+def _items(value: Any) -> list[Any]:
+    """A list field of an object (None and absent: []; any other type: [] too, for status written by other
+    controllers; spec fields check the type themselves). ``value or ()`` iterated a number: TypeError."""
+    return value if isinstance(value, list) else []
+
+
 def _int(value: Any, where: str, default: int) -> int:
     """A count of the Kubernetes or Volcano API (replicas, minAvailable, parallelism, weight): an int32, 0 or more."""
     if value is None:
@@ -73,7 +79,10 @@ def cluster_from_obj(obj: Obj, now: float, warnings: Optional[list[str]] = None)
     if not isinstance(summary, Mapping):
         raise InputError("status.resourceSummary must be a mapping", where)
     ready = False
-    for cond in status.get("conditions") or ():
+    conditions = status.get("conditions")
+    if conditions is not None and not isinstance(conditions, list):
+        raise InputError(f"status.conditions must be a list, got {type(conditions).__name__}", where)
+    for cond in _items(conditions):
         if isinstance(cond, Mapping) and cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
     if meta(obj).get("deletionTimestamp"):
@@ -213,7 +222,9 @@ def tasks_from_template(obj: Obj) -> list[Task]:
 
 def _volcano_tasks(spec: Mapping[str, Any], where: str) -> list[Task]:
     raw = spec.get("tasks")
-    if not isinstance(raw, list) or not raw:
+    if raw is not None and not isinstance(raw, list):
+        raise InputError(f"spec.tasks must be a non-empty list, got {type(raw).__name__}", where)
+    if not raw:
         raise InputError("spec.tasks is empty", where)
     tasks: list[Task] = []
     explicit = False
@@ -273,7 +284,7 @@ def priority_class_of(obj: Obj) -> str:
     if template_gvk(obj) == VOLCANO_JOB:
         if spec.get("priorityClassName"):
             return str(spec["priorityClassName"])
-        for t in spec.get("tasks") or ():
+        for t in _items(spec.get("tasks")):
             pod = _pod_spec(t.get("template")) if isinstance(t, Mapping) else None
             if isinstance(pod, Mapping) and pod.get("priorityClassName"):
                 return str(pod["priorityClassName"])
@@ -370,7 +381,7 @@ def template_outcome(obj: Obj) -> Optional[bool]:
             return False
         return None
     if gvk == BATCH_JOB:
-        for cond in status.get("conditions") or ():
+        for cond in _items(status.get("conditions")):
             if isinstance(cond, Mapping) and cond.get("status") == "True":
                 if cond.get("type") == "Complete":
                     return True
@@ -402,10 +413,10 @@ def member_failure(binding: Obj) -> Optional[tuple[str, str]]:
     sit in it while its pods terminate). The marker identifies this failure so it is acted on once."""
     status = binding.get("status")
     items = status.get("aggregatedStatus") if isinstance(status, Mapping) else None
-    for item in items or ():
+    for item in _items(items):
         if not isinstance(item, Mapping) or not isinstance(item.get("status"), Mapping):
             continue
-        for cond in item["status"].get("conditions") or ():
+        for cond in _items(item["status"].get("conditions")):
             if isinstance(cond, Mapping) and cond.get("type") in ("Failed", "FailureTarget") \
                     and cond.get("status") == "True":
                 cluster = str(item.get("clusterName", ""))

@@ -154,6 +154,9 @@ def _classify(request: Mapping[str, Any], selector: ManagedSelector) -> str:
     resource = request.get("resource")
     if request.get("operation") != "CREATE" or not isinstance(resource, Mapping):
         return "ignored"
+    for name in ("group", "resource"):          # a list is unhashable: the set lookup below raised TypeError (500)
+        if resource.get(name) is not None and not isinstance(resource.get(name), str):
+            raise BadReview(f"request.resource.{name} must be a string, got {type(resource.get(name)).__name__}")
     if resource.get("group") != BINDING_GROUP or resource.get("resource") not in BINDING_RESOURCES:
         return "ignored"
     if request.get("dryRun"):

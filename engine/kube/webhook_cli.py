@@ -10,6 +10,7 @@ from typing import Any, Optional
 
 import uvloop
 
+from engine.commands.args import count, port, positive
 from engine.commands.output import add_output, emit
 from engine.errors import InputError, UsageError
 from engine.kube import access
@@ -102,20 +103,20 @@ def register(subparsers: Any, _: Optional[Any] = None) -> None:
     p.add_argument("--cert", help="TLS certificate (PEM); reloaded when the file changes")
     p.add_argument("--key", help="TLS private key (PEM)")
     p.add_argument("--host", default="0.0.0.0")
-    p.add_argument("--port", type=int, default=9443)
+    p.add_argument("--port", type=port, default=9443)
     src = p.add_mutually_exclusive_group()
     src.add_argument("--policy", help="policy YAML file; reloaded when it changes")
     src.add_argument("--policy-configmap", metavar="NS/NAME",
                      help="read the policy from a ConfigMap on the Karmada API, polled every 5 reload intervals")
     access.add_arguments(p, "the Karmada API (for --policy-configmap)")
-    p.add_argument("--reload-interval", type=float, default=2.0, help="seconds between file checks")
+    p.add_argument("--reload-interval", type=positive, default=2.0, help="seconds between file checks")
     p.add_argument("--insecure-http", action="store_true", help="serve plain HTTP (debugging only)")
     p.set_defaults(func=_run_webhook)
 
     b = subparsers.add_parser("bench-webhook", help="AdmissionReviews over TLS at a fixed rate; print JSON")
-    b.add_argument("--rate", type=float, default=200.0, help="requests per second")
-    b.add_argument("--requests", type=int, default=4000)
-    b.add_argument("--concurrency", type=int, default=64, help="max requests in flight")
+    b.add_argument("--rate", type=positive, default=200.0, help="requests per second")
+    b.add_argument("--requests", type=count(1), default=4000)
+    b.add_argument("--concurrency", type=count(1), default=64, help="max requests in flight")
     b.add_argument("--url", help="benchmark an existing webhook instead of starting one in-process")
     b.add_argument("--max-p99-ms", type=float, help="exit 1 when p99 exceeds this")
     add_output(b, ("json", "yaml"), "json")

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from engine._data import shipped
+from engine.commands.args import port
 from engine.commands.output import console as output_console
 from engine.errors import InputError, UsageError
 from engine.policy import load_policy
@@ -58,7 +59,7 @@ def register(subparsers: Any) -> None:
                                                         "(and after, until Ctrl-C)")
     p.add_argument("--speed", type=float, default=60.0, metavar="X",
                    help="with --serve: simulated seconds per wall second (default 60)")
-    p.add_argument("--dashboard-port", type=int, default=8090, metavar="N", help="with --serve (default 8090; 0: any)")
+    p.add_argument("--dashboard-port", type=port, default=8090, metavar="N", help="with --serve (default 8090; 0: any)")
     p.add_argument("--dashboard-address", default="127.0.0.1", metavar="ADDR",
                    help="with --serve: address to bind (default 127.0.0.1: this machine only)")
     p.set_defaults(func=run)

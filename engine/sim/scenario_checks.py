@@ -11,7 +11,7 @@ from engine.resources import Resources, fraction_refused, parse_resources
 
 MAX_NODES = 100_000          # simulated nodes over all clusters, after ``count``
 MAX_JOBS = 200_000           # jobs after generators are expanded (loading costs ~50 us a job)
-MAX_PODS = 10_000_000        # replicas over all jobs
+MAX_PODS = 2_000_000         # replicas over all jobs: any of them may be live at once, ~650 bytes each (1.3 GiB)
 MAX_PERIODS = 10_000_000     # horizon / statusPeriod and horizon / schedulePeriod: periodic ticks in one run
 
 
@@ -31,7 +31,8 @@ def check_budget(spec: dict[str, Any], at: Any) -> None:
 
     pods = sum(replicas(j) for j in listed) + sum(int(g["count"]) * replicas(g) for g in generators)
     if pods > MAX_PODS:
-        raise InputError(f"{pods:,} pods (replicas over all jobs); at most {MAX_PODS:,}", at("jobs"))
+        raise InputError(f"{pods:,} pods (replicas over all jobs); at most {MAX_PODS:,} (the simulator keeps every "
+                         f"pod of a running job in memory)", at("jobs"))
 
 
 DEFAULT_PERIODS = {"statusPeriod": 10.0, "schedulePeriod": 1.0}

@@ -270,3 +270,30 @@ def test_api_counts_and_queue_priorities_are_int32_and_init_containers_a_list() 
     with pytest.raises(InputError, match="initContainers must be a list, got int") as exc:
         pod_requests(spec, "t: spec.template.spec")
     assert exc.value.where == "t: spec.template.spec.initContainers"
+
+
+@pytest.mark.parametrize("value", [5, 1.5, True])
+def test_a_list_field_of_another_type_is_an_input_error_or_no_status_never_a_type_error(value: Any) -> None:
+    """``x.get("conditions") or ()`` iterated whatever was there: a number gave TypeError "'float' object is not
+    iterable", so a Cluster update was dropped with a traceback instead of a one-line warning, and a binding's sync
+    failed with that text as its Event. Spec fields are errors naming the field; a status written by another
+    controller in an unexpected shape says nothing (no outcome, no failure) rather than stopping the sync."""
+    from engine.kube.translate import member_failure, priority_class_of
+
+    bad_cluster = o.cluster("m1")
+    bad_cluster["status"]["conditions"] = value
+    with pytest.raises(InputError) as info:
+        cluster_from_obj(bad_cluster, 0.0)
+    assert str(info.value) == f"Cluster m1: status.conditions must be a list, got {type(value).__name__}"
+    job = o.vcjob("j")
+    job["spec"]["tasks"] = value
+    assert priority_class_of(job) == ""
+    with pytest.raises(InputError) as info:
+        tasks_from_template(job)
+    assert str(info.value) == f"Job team-a/j: spec.tasks must be a non-empty list, got {type(value).__name__}"
+    assert template_outcome(o.batch_job("b", status={"conditions": value})) is None
+    rb = o.binding(o.vcjob("j"))
+    rb["status"]["aggregatedStatus"] = value
+    assert member_failure(rb) is None
+    rb["status"]["aggregatedStatus"] = [{"clusterName": "m1", "status": {"conditions": value}}]
+    assert member_failure(rb) is None

@@ -136,6 +136,18 @@ def test_bad_reviews(raw: bytes, msg: str) -> None:
         review_bytes(raw, ManagedSelector())
 
 
+@pytest.mark.parametrize("field, value", [("resource", ["resourcebindings"]), ("resource", {"a": 1}),
+                                          ("group", ["work.karmada.io"])])
+def test_a_review_naming_its_resource_with_a_list_or_map_is_a_bad_review(field: str, value: Any) -> None:
+    """``request.resource.resource: []`` was looked up in a frozenset: TypeError "unhashable type: 'list'", which the
+    server answered with a 500 and a logged traceback instead of a 400 naming the field."""
+    body = sample_review(1)
+    body["request"]["resource"][field] = value
+    with pytest.raises(BadReview) as info:
+        review_bytes(json.dumps(body).encode(), ManagedSelector())
+    assert str(info.value) == f"request.resource.{field} must be a string, got {type(value).__name__}"
+
+
 @given(st.text(min_size=1, max_size=20))
 def test_pointer_escape_roundtrip(s: str) -> None:
     esc = escape_pointer(s)

@@ -114,6 +114,19 @@ def test_score_orders_the_engine_candidates() -> None:
     assert e.cycle(0).admitted[0].placement == {"us": {"w": 1}}
 
 
+@pytest.mark.parametrize("expression", ["1.0 / 0.0", "-1.0 / 0.0", "double('nan')", "1e308 * 10.0"])
+def test_a_score_that_is_not_a_finite_number_scores_0_like_an_error(expression: str) -> None:
+    """``double(x) / double(cluster.allocatable['cpu'])`` on a cluster of 0 cpu is inf: ``round(inf)`` raised
+    OverflowError (NaN: ValueError) in every placement, each contained as a plugin error and retried every 60 s,
+    so no job was ever placed and `atoll simulate quickstart.yaml` ran for minutes formatting tracebacks."""
+    sc = ClusterScore({"expression": f"cluster.name == 'us' ? {expression} : 2.0", "weight": 3}, CEL)
+    s = fleet()
+    assert sc.atoll_score(tiered("a", "x"), list(s.clusters.values()), s) == {"eu": 6, "us": 0}
+    e = engine({"place": [sc]}, [cluster("eu", cpu="10"), cluster("us", cpu="10")])
+    e.submit(job("a", task("w", 1, cpu="1")))
+    assert e.cycle(0).admitted[0].placement == {"eu": {"w": 1}}
+
+
 def test_load_errors_name_the_field() -> None:
     with pytest.raises(InputError) as info:
         ClusterFilter({"expression": "job.prority > 1"}, CEL, "p.yaml: spec.plugins.cluster-filter")
