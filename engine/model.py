@@ -89,6 +89,7 @@ class Job:
     seq: int = 0                    # arrival order, the final FIFO tie-breaker
     sort_key: tuple[Any, ...] = ()
     blocked_epoch: int = -1         # capacity epoch at which it was last refused (see core.state)
+    admit_key: Optional[Hashable] = None    # its admit plugins' shared key (engine.core.admitshare), at enqueue
     # --- preemption (engine.core.preempt) ---------------------------------------
     preemptions: int = 0            # times it was evicted by a preemptor (counted apart from failures)
     preempted_by: str = ""          # the job that last evicted it (it may never evict that one back)

@@ -238,6 +238,12 @@ class Pipeline:
                          if any(p in self.stages.get(stage, []) for stage in ("admit", "place"))]
         self._preempt_readers = [p.verdict_reads for p in self.stages.get("preempt", [])]
         self._place_readers = [p.verdict_reads for p in self.stages.get("place", [])]
+        # admit verdicts shared across queues (engine.core.admitshare): only when every admit plugin declares a key
+        admitters = self.stages.get("admit", [])
+        self._sharers = [p.shared_verdict_key for p in admitters]
+        self._alike = [p.admits_alike for p in admitters]
+        self.shares_admit = bool(admitters) and all(
+            type(p).shared_verdict_key is not Plugin.shared_verdict_key for p in admitters)
         # every judge overrides Plugin.verdict_key: jobs can be grouped (else the engine stays exhaustive)
         self.declares_verdict_keys = all(type(p).verdict_key is not Plugin.verdict_key for p in judges.values())
 
@@ -245,6 +251,14 @@ class Pipeline:
         """The joined ``Plugin.verdict_key`` of every admit/place/preempt plugin, or None when one of
         them declares nothing for this job (then it is examined on its own)."""
         return _joined_keys(self._judges, job)
+
+    def shared_admit_key(self, job: Any) -> Optional[tuple[Any, ...]]:
+        """The joined ``Plugin.shared_verdict_key`` of the admit plugins, or None when one declares nothing."""
+        return _joined_keys(self._sharers, job)
+
+    def admits_alike(self, queue: Any, state: Any) -> bool:
+        """Every admit plugin's ``Plugin.admits_alike`` for ``queue``."""
+        return all(alike(queue, state) for alike in self._alike)
 
     def place_key(self, job: Any) -> Optional[tuple[Any, ...]]:
         """The joined ``Plugin.verdict_key`` of the place stage's plugins alone (filters, scores, placement): jobs

@@ -24,7 +24,7 @@ from engine.errors import InputError
 from engine.hookspecs import PROJECT, STAGES, DiscoverySpecs, StageSpecs
 
 if TYPE_CHECKING:
-    from engine.model import Job
+    from engine.model import Job, Queue
 
 ENTRY_POINT_GROUP = "atoll.plugins"
 BUILTIN_MODULE = "plugins"
@@ -106,6 +106,23 @@ class Plugin:
         met no candidate it could take is parked until one of those or a declared read changes
         (``engine.core.searchwake``). None: its searches are never parked."""
         return None
+
+    def shared_verdict_key(self, job: "Job") -> Optional[Hashable]:
+        """An admit plugin's verdict key without the queue, for sharing its ``atoll_admit`` answer across queues:
+        two jobs with equal keys, each of a queue for which ``admits_alike`` is True, must get the same verdict
+        and the same refusal text in the same FleetState, whatever their queues. Computed once per job version,
+        like ``verdict_key`` (typically ``job.shape_key`` and the labels the plugin reads). When every admit
+        plugin of a policy declares one, a large cycle asks the admit stage once per key and state instead of
+        once per job (engine.core.admitshare). None (the default): never shared, every job asks."""
+        return None
+
+    def admits_alike(self, queue: "Queue", state: Any) -> bool:
+        """Whether this admit plugin's verdict for the jobs of ``queue`` depends on nothing of the queue, so that
+        ``shared_verdict_key`` holds for them (e.g. no limit of this plugin's on the queue or its ancestors, the
+        queue line open). It may read the fields of the queue and its ancestors and the plugin's config, nothing
+        that changes with usage or capacity: the engine asks once per queue until a queue is added, edited or
+        removed (``FleetState.queue_edits``). False (the default): its jobs ask the admit stage each."""
+        return False
 
     @classmethod
     def schema(cls) -> dict[str, Any]:

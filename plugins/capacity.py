@@ -74,6 +74,17 @@ class Capacity(Plugin):
         queue = job.queue if self.guarantees and self.ledger.active else None
         return (("call", self._fleet_short, (queue, tuple(job.demand.items()))),)
 
+    def shared_verdict_key(self, job: Job) -> Optional[Hashable]:
+        return job.shape_key              # the demand, in its order (part of the shape)
+
+    def admits_alike(self, queue: Queue, state: FleetState) -> bool:
+        # no limit of this plugin's on the line, and nothing kept for other queues' guarantees (whose text names
+        # the queue): the verdict is the fleet check's alone, the same for any queue
+        if self.guarantees:
+            return False
+        line = [queue, *state.ancestors(queue.name)] if queue.parent else [queue]
+        return all(not q.capability and (self.borrowing or not q.deserved) for q in line)
+
     @hookimpl
     def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:
         queue = state.queues.get(job.queue)

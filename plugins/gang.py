@@ -68,6 +68,12 @@ class Gang(Plugin):
     def verdict_key(self, job: Job) -> Optional[Hashable]:
         return job.shape                  # tasks, minimum and demand; nothing of the queue
 
+    def shared_verdict_key(self, job: Job) -> Optional[Hashable]:
+        return job.shape_key              # the shape's number: tasks, minimum and demand
+
+    def admits_alike(self, queue: Any, state: FleetState) -> bool:
+        return True                       # reads nothing of the queue
+
     def verdict_reads(self, job: Job, state: FleetState) -> Optional[tuple[Hashable, ...]]:
         if self.allow_split:
             return None                   # a split gang reads the fleet's free capacity cluster by cluster

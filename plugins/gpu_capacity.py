@@ -20,7 +20,7 @@ from typing import Any, Hashable, Optional
 
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
-from engine.model import Cluster, Job, Pods, Refusal, pods_of
+from engine.model import Cluster, Job, Pods, Queue, Refusal, pods_of
 from engine.plugin import Plugin
 from engine.resources import Resources, fits, format_resources
 from plugins._placeutil import ReasonCache, configure
@@ -151,6 +151,15 @@ class GpuCapacity(Plugin):
         gpus = tuple(minimum.items())    # models read the ready clusters' labels (the engine's read)
         usage = (("allocated", job.queue),) if self.quotas else ()     # GPU quotas of this plugin's config
         return (("max", gpus), ("each", gpus), *usage)
+
+    def shared_verdict_key(self, job: Job) -> Optional[Hashable]:
+        return (job.shape_key, job.labels.get(self.job_key) or job.annotations.get(self.job_key) or "")
+
+    def admits_alike(self, queue: Queue, state: FleetState) -> bool:
+        # no GPU quota of this plugin's config and no GPU capability (even of 0) on the line: ``_quota`` reads
+        # nothing else of it
+        line = [queue, *state.ancestors(queue.name)] if queue.parent else [queue]
+        return all(q.name not in self.quotas and not any(self.is_gpu(r) for r in q.capability or ()) for q in line)
 
     # -- admit --------------------------------------------------------------------------------
     @hookimpl

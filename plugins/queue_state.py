@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Hashable, Optional
 
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
-from engine.model import Job, Refusal
+from engine.model import Job, Queue, Refusal
 from engine.plugin import Plugin
 
 
@@ -28,6 +28,13 @@ class QueueState(Plugin):
 
     def verdict_reads(self, job: Job, state: FleetState) -> Optional[tuple[Hashable, ...]]:
         return ()                         # the queue line: read by the engine for every job
+
+    def shared_verdict_key(self, job: Job) -> Optional[Hashable]:
+        return ()                         # nothing of the job
+
+    def admits_alike(self, queue: Queue, state: FleetState) -> bool:
+        return queue.open and all(parent.open for parent in state.ancestors(queue.name)) if queue.parent \
+            else queue.open               # an open line admits every job alike (a closed one names the queue)
 
     @hookimpl
     def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:

@@ -25,6 +25,7 @@ class PendingBooks:
     pipeline: Pipeline
     state: FleetState
     _keyed: bool
+    _sharing: bool
     _backlog: Backlog
     _result: CycleResult
     _pending: dict[str, SortedList]
@@ -116,6 +117,7 @@ class PendingBooks:
             job.pending_reason = refusal.reason
             return refusal
         job.sort_key = join_keys(self.pipeline.job_order(job=job, state=self.state))
+        job.admit_key = self.pipeline.shared_admit_key(job) if self._sharing else None
         self._pending.setdefault(job.queue, SortedList()).add((job.sort_key, job.seq, job.id))
         if self._keyed:
             self._backlog.add(job, self._verdict_key(job))

@@ -30,6 +30,7 @@ from typing import Hashable, Optional, cast
 
 from sortedcontainers import SortedList
 
+from engine.core.admitshare import SharedAdmits
 from engine.core.contain import contained
 from engine.core.idle import QueueReads
 from engine.core.nomination import Preemptions
@@ -57,6 +58,7 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns, Placing):
         self.state = state or FleetState()
         self.exhaustive = exhaustive                   # examine job by job (the reference the tests compare with)
         self._keyed = not exhaustive and pipeline.declares_verdict_keys
+        self._sharing = not exhaustive and pipeline.shares_admit     # admit verdicts shared across queues
         self._backlog = Backlog()                      # pending jobs by queue and verdict key (when keyed)
         self._memo: dict[Hashable, tuple[int, Refusal]] = {}    # group key -> (admissions, refusal) this cycle
         # a refusal of a job that fits nowhere, kept for the jobs judged the same way (engine.core.placing)
@@ -78,6 +80,7 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns, Placing):
         self._preempt = Preemptions(self.state, pipeline, None if exhaustive else self._reads)   # victims, nominations
         # per queue, its parked groups' reads (engine.core.idle)
         self._quiet = QueueReads(self.state, self._reads, self._preempt.log, lambda: self._preempt.running.removed)
+        self._admits = SharedAdmits(pipeline, self.state)      # admit verdicts shared across queues, per state
         self._backlog.changed = self._quiet.remove
 
     # -- policy ----------------------------------------------------------------------
@@ -85,6 +88,8 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns, Placing):
         """Switch policy: every waiting or rejected job is enqueued and keyed again."""
         self.pipeline = pipeline
         self._keyed = not self.exhaustive and pipeline.declares_verdict_keys
+        self._sharing = not self.exhaustive and pipeline.shares_admit
+        self._admits = SharedAdmits(pipeline, self.state)
         self._quiet.clear()
         self._nowhere_seen.clear()           # judged by the old policy's place stage
         self._backlog.clear()
@@ -227,8 +232,11 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns, Placing):
             booking = self._preempt.lift(job)
         decided: Placement | Refusal
         try:
-            refusal = self.pipeline.admit_positional(job, state)
-            decided = refusal if refusal is not None else self._place(job)
+            key = job.admit_key
+            # a nominee's booking is lifted around its admit call: never shared (engine.core.admitshare)
+            verdict: Optional[Refusal] = self.pipeline.admit_positional(job, state) \
+                if key is None or job.nominated is not None else self._admits.admit(job, key, self._stamp)
+            decided = verdict if verdict is not None else self._place(job)
         except Exception as exc:        # a plugin's bug: this job's refusal, not the cycle's end (engine.core.contain)
             decided = contained(job, exc, now, result.plugin_errors)
         if booking is not None:
