@@ -82,8 +82,8 @@ class Capacity(Plugin):
         # the queue): the verdict is the fleet check's alone, the same for any queue
         if self.guarantees:
             return False
-        line = [queue, *state.ancestors(queue.name)] if queue.parent else [queue]
-        return all(not q.capability and (self.borrowing or not q.deserved) for q in line)
+        return all(not q.capability and (self.borrowing or not q.deserved)
+                   for q in (queue, *state.ancestors(queue.name)))
 
     @hookimpl
     def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:

@@ -22,7 +22,7 @@ from engine.core.nodefit import Vector
 from engine.core.nodeview import one_pod_shape
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
-from engine.model import Cluster, Job, Placement, Pods, Refusal
+from engine.model import Cluster, Job, Placement, Pods, Queue, Refusal
 from engine.plugin import Plugin
 from engine.resources import fits, format_resources
 from plugins._placeutil import ReasonCache, configure, merge, pack_across, place_on_nodes, pods_text, whole_fits
@@ -71,7 +71,7 @@ class Gang(Plugin):
     def shared_verdict_key(self, job: Job) -> Optional[Hashable]:
         return job.shape_key              # the shape's number: tasks, minimum and demand
 
-    def admits_alike(self, queue: Any, state: FleetState) -> bool:
+    def admits_alike(self, queue: Queue, state: FleetState) -> bool:
         return True                       # reads nothing of the queue
 
     def verdict_reads(self, job: Job, state: FleetState) -> Optional[tuple[Hashable, ...]]:

@@ -158,8 +158,8 @@ class GpuCapacity(Plugin):
     def admits_alike(self, queue: Queue, state: FleetState) -> bool:
         # no GPU quota of this plugin's config and no GPU capability (even of 0) on the line: ``_quota`` reads
         # nothing else of it
-        line = [queue, *state.ancestors(queue.name)] if queue.parent else [queue]
-        return all(q.name not in self.quotas and not any(self.is_gpu(r) for r in q.capability or ()) for q in line)
+        return all(q.name not in self.quotas and not any(self.is_gpu(r) for r in q.capability or ())
+                   for q in (queue, *state.ancestors(queue.name)))
 
     # -- admit --------------------------------------------------------------------------------
     @hookimpl

@@ -33,8 +33,8 @@ class QueueState(Plugin):
         return ()                         # nothing of the job
 
     def admits_alike(self, queue: Queue, state: FleetState) -> bool:
-        return queue.open and all(parent.open for parent in state.ancestors(queue.name)) if queue.parent \
-            else queue.open               # an open line admits every job alike (a closed one names the queue)
+        # an open line admits every job alike (a closed one names the queue)
+        return all(q.open for q in (queue, *state.ancestors(queue.name)))
 
     @hookimpl
     def atoll_admit(self, job: Job, state: FleetState) -> Optional[Refusal]:

@@ -69,8 +69,3 @@ class SharedAdmits:
                 answers.clear()
             answers[key] = refusal
         return refusal
-
-    def clear(self) -> None:
-        self._answers.clear()
-        self._alike.clear()
-        self._stamp = self._changes = self._edits = -1
