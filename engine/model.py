@@ -336,6 +336,7 @@ class CycleResult:
     reasons: dict[str, str] = field(default_factory=dict)    # job id -> new pending reason (changes only)
     examined: int = 0                                         # jobs the cycle looked at (O(changes) check)
     quiet: int = 0          # queue turns passed without a look at each group: all held (engine.core.idle)
+    settled: int = 0        # of ``examined``, those of the cycle's settled rest: no queue keyed (engine.core.settle)
     full: bool = False                                        # whether the whole backlog was re-examined
     preemptions: list[Preemption] = field(default_factory=list)
     plugin_errors: list["PluginError"] = field(default_factory=list)   # contained per job (engine.core.contain)

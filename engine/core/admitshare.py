@@ -47,19 +47,10 @@ class SharedAdmits:
         """The admit stage's verdict for ``job`` (its ``shared_admit_key`` is ``key``), shared when its queue is
         alike. ``stamp``: the engine's ``_stamp``."""
         state = self.state
-        if self._edits != state.queue_edits:
-            self._alike.clear()
-            self._edits = state.queue_edits
-        alike = self._alike.get(job.queue)
-        if alike is None:
-            queue = state.queues.get(job.queue)
-            alike = self._alike[job.queue] = queue is not None and self.pipeline.admits_alike(queue, state)
-        if not alike:
+        alike = self._alike.get(job.queue) if self._edits == state.queue_edits else None
+        if not (alike or alike is None and self.alike(job.queue)):
             return self.pipeline.admit_positional(job, state)
-        answers = self._answers
-        if self._stamp != stamp or self._changes != state.changes:
-            answers.clear()
-            self._stamp, self._changes = stamp, state.changes
+        answers = self.answers(stamp)
         known = answers.get(key, _MISS)
         if known is not _MISS:
             return known                 # type: ignore[return-value]
@@ -69,3 +60,24 @@ class SharedAdmits:
                 answers.clear()
             answers[key] = refusal
         return refusal
+
+    def alike(self, name: str) -> bool:
+        """Whether queue ``name`` is alike (``Pipeline.admits_alike``), asked once per queue until a queue is
+        added, edited or removed."""
+        state = self.state
+        if self._edits != state.queue_edits:
+            self._alike.clear()
+            self._edits = state.queue_edits
+        alike = self._alike.get(name)
+        if alike is None:
+            queue = state.queues.get(name)
+            alike = self._alike[name] = queue is not None and self.pipeline.admits_alike(queue, state)
+        return alike
+
+    def answers(self, stamp: int) -> dict[Hashable, Optional[Refusal]]:
+        """The answers kept for the state of the moment (``stamp``: the engine's ``_stamp``), by shared key: what
+        ``admit`` hands a job of an alike queue without asking the plugins (engine.core.settle reads them)."""
+        if self._stamp != stamp or self._changes != self.state.changes:
+            self._answers.clear()
+            self._stamp, self._changes = stamp, self.state.changes
+        return self._answers

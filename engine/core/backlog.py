@@ -237,6 +237,16 @@ class QueueWalk:
             self._last = (top[0][0], top[0][1], "")        # just before the top: no entry sorts between
         return top
 
+    def left(self, version: int) -> Iterator[Entry]:
+        """The entries ``take`` may still hand out in state ``version``, in no particular order, without taking
+        or reopening anything (engine.core.settle): every group's from its next one on, and when the state moved
+        since, the refused groups' from the walk's position on too (``_reopen`` brings them back)."""
+        for entry, group in self._heap:
+            yield from group.entries.irange(entry)
+        if version != self._version:
+            for group, _, _ in self._refused:
+                yield from group.entries.irange(self._last)
+
     def take(self, version: int) -> Optional[tuple[Entry, Group]]:
         """The next job to examine (its entry and group), or None when the queue is done."""
         if version != self._version:

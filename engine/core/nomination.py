@@ -109,6 +109,17 @@ class Preemptions:
                 dirty.add(preemptor.id)
 
     # -- preemptors ------------------------------------------------------------------------------
+    @property
+    def idle(self) -> bool:
+        """No ``attempt`` can act in this state: nobody to evict, or this cycle's dry-run budget is spent (its
+        first test, inlined there)."""
+        return not self.running or self._dry_runs[0] <= 0
+
+    def hopeless(self, job: Job) -> bool:
+        """``job``'s key found no eligible victim this cycle: its ``attempt`` returns at once (engine.core.settle)."""
+        key = self._key(job)
+        return key is not None and key in self._hopeless
+
     def attempt(self, job: Job, now: float, fit: Callable[[Job], Optional[Placement]]
                 ) -> tuple[Optional[Preemption], Optional[float]]:
         """Try to free capacity for ``job``: (the preemption issued, or None and when protected victims

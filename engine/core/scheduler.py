@@ -245,23 +245,7 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns, Placing):
                 self._block(job, waiting, result)
                 return waiting
         if isinstance(decided, Refusal):
-            if decided.capacity and self.pipeline.has_preempt:
-                try:
-                    preemption, retry_at = self._preempt.attempt(job, now, self._fit)
-                except Exception as exc:      # (its dry runs restore the state in their own ``finally``)
-                    preemption, retry_at, decided = None, None, contained(job, exc, now, result.plugin_errors)
-                if preemption is not None:
-                    result.preemptions.append(preemption)
-                    self._stamp += 1      # its nomination booked capacity: refusals of the state before are stale
-                    if self._keyed:        # a nominee's verdict is its own: never handed a refusal of its key
-                        self._backlog.remove(job)
-                        self._backlog.add(job, None)
-                    self._block(job, self._preempt.waiting(job, preemption.victims, preemption.reason), result)
-                    return None
-                if retry_at is not None:       # victims protected by a minimum runtime: look again then
-                    decided = dataclasses.replace(decided, retry_at=retry_at)
-            self._block(job, decided, result)
-            return decided
+            return self._refused(job, decided, now, result)
         job.state = JobState.ADMITTED
         job.placement = decided
         job.admitted_at = now
@@ -273,6 +257,28 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns, Placing):
         self._stamp += 1
         result.admitted.append(Admission(job.id, job.queue, decided, now))
         return None
+
+    def _refused(self, job: Job, decided: Refusal, now: float, result: CycleResult) -> Optional[Refusal]:
+        """The end of ``_examine`` for a job the admit or place stage refused (``decided``): a preemption
+        attempted for a capacity refusal, else the refusal recorded. The settled rest of a cycle
+        (engine.core.settle) enters here with the shared admit answer."""
+        if decided.capacity and self.pipeline.has_preempt:
+            try:
+                preemption, retry_at = self._preempt.attempt(job, now, self._fit)
+            except Exception as exc:      # (its dry runs restore the state in their own ``finally``)
+                preemption, retry_at, decided = None, None, contained(job, exc, now, result.plugin_errors)
+            if preemption is not None:
+                result.preemptions.append(preemption)
+                self._stamp += 1      # its nomination booked capacity: refusals of the state before are stale
+                if self._keyed:        # a nominee's verdict is its own: never handed a refusal of its key
+                    self._backlog.remove(job)
+                    self._backlog.add(job, None)
+                self._block(job, self._preempt.waiting(job, preemption.victims, preemption.reason), result)
+                return None
+            if retry_at is not None:       # victims protected by a minimum runtime: look again then
+                decided = dataclasses.replace(decided, retry_at=retry_at)
+        self._block(job, decided, result)
+        return decided
 
     # -- preemption (engine.core.preempt) --------------------------------------------------
     def _fit(self, job: Job) -> Optional[Placement]:

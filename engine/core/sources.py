@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Hashable, Iterable, Optional, Protocol
+from typing import TYPE_CHECKING, Hashable, Iterable, Iterator, Optional, Protocol
 
 from engine.core.backlog import Entry, Group, QueueWalk, at_least
 from engine.model import Job, Refusal
@@ -145,6 +145,17 @@ class WalkSource:
                 return job
             walk.examined(entry, group, refusal)     # its reads are unchanged: the same refusal, no pipeline
 
+    def left(self) -> Iterator[Job]:
+        """The jobs it may still hand out, in no particular order (engine.core.settle)."""
+        engine = self.engine
+        jobs = engine.state.jobs
+        if self._walk is None:
+            entries: Iterable[Entry] = engine._pending.get(self.queue, ())
+        else:
+            entries = self._walk.left(engine._stamp)
+        for entry in entries:
+            yield jobs[entry[2]]
+
     def parked(self, group: Group, job: Job) -> Optional[Refusal]:
         """The group's parked refusal when it holds now; while the queue is quiet in this state
         (Engine._quiet_now), a counted group holds without a look at its plain reads."""
@@ -278,6 +289,12 @@ class ListSource:
             if refusal is None:
                 return job
             self.engine._block(job, refusal, self.engine._result)
+
+    def passed(self, count: int) -> None:
+        """The next ``count`` jobs were examined without ``take`` (engine.core.settle, a source keeping no memo)."""
+        self.at = self.position + count
+        self._peeked, self._ahead, self._checked = False, None, None
+        self.fresh = False
 
     def examined(self, job: Job, refusal: Optional[Refusal]) -> None:
         group = self.group

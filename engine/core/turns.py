@@ -21,12 +21,13 @@ from engine.core.backlog import Backlog, Entry, Group
 from engine.core.sources import ListSource, Source, WalkSource
 from engine.core.idle import QueueReads
 from engine.core.nomination import Preemptions
+from engine.core.settle import Settling
 from engine.core.state import FleetState
 from engine.model import CycleResult, Job, Refusal
 from engine.pipeline import Pipeline, join_keys
 
 
-class QueueTurns:
+class QueueTurns(Settling):
     pipeline: Pipeline
     state: FleetState
     _backlog: Backlog
@@ -96,6 +97,7 @@ class QueueTurns:
         through_stamp = through_changes = -1
         until = again = 0
         ahead = _AHEAD
+        calm, settle_at = 0, (self.settle_after if self._sharing and not self.exhaustive else _EVERY)
         while heap:
             key, name = heap[0]
             source = sources[name]
@@ -134,7 +136,18 @@ class QueueTurns:
             result.examined += 1
             stamp, changes = self._stamp, state.changes
             source.examined(job, self._examine(job, now, result))
-            if bounded and stamp == self._stamp and changes == state.changes:     # refused, nothing changed
+            if stamp != self._stamp or changes != state.changes:
+                calm = 0
+                continue
+            calm += 1                             # refused, nothing changed
+            if calm >= settle_at:                 # perhaps nothing left can change anything (engine.core.settle)
+                plan, looked = self._settled(heap, sources, now)
+                if plan is not None:
+                    self._drain(heap, plan, now, result)
+                    break
+                calm, settle_at = 0, max(2 * settle_at, looked // 2)
+                continue
+            if bounded:
                 position = source.position
                 if through_name != name or through_stamp != stamp or through_changes != changes:
                     through_name, through_stamp, through_changes = name, stamp, changes     # a new turn, or a new state

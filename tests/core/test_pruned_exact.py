@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from engine.core.nodefit import shapes_of
 from engine.core.scheduler import Engine
+from engine.core.settle import SETTLE_AFTER
 from engine.model import Cluster, Failure, FailureKind, Job, JobState, Queue, Task
 from engine.pipeline import Pipeline
 from engine.policy import load_policy
@@ -134,16 +135,18 @@ def _snapshot(engine: Engine) -> dict[str, tuple[Any, ...]]:
 class Pair:
     """The same inputs to a pruned and an exhaustive engine, compared after every cycle."""
 
-    def __init__(self, policy: Path, lookback: int = 0) -> None:
+    def __init__(self, policy: Path, lookback: int = 0, settle_after: int = SETTLE_AFTER) -> None:
         pipelines = _pipeline(policy), _pipeline(policy)
         for pipeline in pipelines:
             pipeline.lookback = lookback
         self.pruned = Engine(pipelines[0])
+        self.pruned.settle_after = settle_after     # low: the settled rest of a cycle is tried on small scenarios
         self.exhaustive = Engine(pipelines[1], exhaustive=True)
         assert self.pruned._keyed, f"{policy.name}: every shipped admit/place plugin declares a verdict_key"
         self.now = 0.0
         self.cycles = 0
         self.shared = 0
+        self.settled = 0
 
     def both(self, method: str, make: Any) -> None:
         getattr(self.pruned, method)(*make())
@@ -159,6 +162,7 @@ class Pair:
         assert a.full == b.full
         assert a.examined <= b.examined
         self.shared += b.examined - a.examined
+        self.settled += a.settled
         assert _snapshot(self.pruned) == _snapshot(self.exhaustive)
         self.cycles += 1
 
@@ -185,8 +189,14 @@ def populate(pair: "Pair", data: Any) -> tuple[list[Cluster], list[Queue], list[
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_pruned_decides_exactly_as_exhaustive(policy: Path, data: Any) -> None:
-    pair = Pair(policy, lookback=data.draw(st.sampled_from((0, 0, 2, 5)), label="lookback"))
-    fleet, qs, names = populate(pair, data)
+    pair = Pair(policy, lookback=data.draw(st.sampled_from((0, 0, 2, 5)), label="lookback"),
+                settle_after=data.draw(st.sampled_from((1, 2, 4, SETTLE_AFTER)), label="settle_after"))
+    play(pair, data, *populate(pair, data))
+
+
+def play(pair: Pair, data: Any, fleet: list[Cluster], qs: list[Queue], names: list[str]) -> None:
+    """A random stream of submissions, finishes, failures, status reports and queue edits through ``pair``, a
+    cycle after each, then three cycles that free capacity for the rest of the backlog."""
     submitted = 0
     for _ in range(data.draw(st.integers(3, 16))):
         op = data.draw(st.sampled_from(("submit", "submit", "cycle", "finish", "finish", "finish", "fail", "cluster",
