@@ -16,7 +16,7 @@ from e2e.harness import build
 from e2e.harness.fleet import FleetInfo
 from e2e.harness.kube import Kube
 from e2e.tests.controller_support import ControllerProcess
-from e2e.tests.webhook_support import WebhookProcess, wait_serving
+from e2e.tests.webhook_support import WebhookProcess, child_env, wait_serving
 from engine.kube.webhook_certs import CertFiles
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,7 +110,7 @@ def start_chart_webhook(args: list[str], kubeconfig: Path, certs: CertFiles, por
         "/etc/atoll/karmada/kubeconfig": str(kubeconfig)})]
     log = workdir / "chart-webhook.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=str(REPO))
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=str(REPO), env=child_env(workdir))
     wh = WebhookProcess(proc, port, certs, log)
     wait_serving("atoll webhook (chart args)", f"https://127.0.0.1:{port}/readyz", proc, wh.stop, log, 30,
                  ssl.create_default_context(cafile=certs.ca))
@@ -122,7 +122,7 @@ def start_chart_controller(args: list[str], kubeconfig: Path, port: int, workdir
             *local_args(args, {"/etc/atoll/karmada/kubeconfig": str(kubeconfig)})]
     log = workdir / "chart-controller.log"
     out = open(log, "ab")
-    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=str(REPO))
+    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=str(REPO), env=child_env(workdir))
     ctl = ControllerProcess(proc, port, log, argv)
     wait_serving("atoll run (chart args)", f"http://127.0.0.1:{port}/readyz", proc, ctl.stop, log, 90)
     return ctl

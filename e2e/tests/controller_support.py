@@ -13,7 +13,8 @@ from typing import Any, Iterator, Optional
 from e2e.harness.fleet import FleetInfo
 from e2e.harness.kube import Kube, KubeError
 from e2e.tests.support import RUN_SECONDS, binding, delete, propagation_policy, unique, until
-from e2e.tests.webhook_support import WebhookProcess, free_port, registered, start_webhook, terminate, wait_serving
+from e2e.tests.webhook_support import (WebhookProcess, child_env, free_port, registered, start_webhook, terminate,
+                                       wait_serving)
 
 REPO = Path(__file__).resolve().parents[2]
 POLICY_NS = "atoll-system"
@@ -59,7 +60,7 @@ def start_controller(info: FleetInfo, workdir: Path, policy_ref: str, extra: Opt
             "--policy-configmap", policy_ref, "--metrics-port", str(port), "--metrics-host", "127.0.0.1",
             *(extra or [])]
     out = open(log, "ab")
-    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=str(REPO))
+    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=str(REPO), env=child_env(workdir))
     ctl = ControllerProcess(proc, port, log, argv)
     wait_serving("atoll run", f"http://127.0.0.1:{port}/readyz", proc, ctl.stop, log, 60)
     return ctl

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import random
 import socket
 import ssl
@@ -48,6 +49,16 @@ class WebhookProcess:
         terminate(self.proc)
 
 
+def child_env(workdir: Path) -> dict[str, str]:
+    """The environment of an atoll process a test starts: ours, with $TMPDIR in the test's ``workdir`` (pytest's
+    tmp_path_factory, kept for its last 3 runs). kubernetes_asyncio writes a kubeconfig's CA data to a temporary
+    file and removes it only at a normal exit (atexit); `atoll run` stopped by SIGTERM or SIGKILL, as the tests
+    stop it, left one in /tmp each time (~830 files after a day of runs)."""
+    tmp = workdir / "tmp"
+    tmp.mkdir(exist_ok=True)
+    return {**os.environ, "TMPDIR": str(tmp)}
+
+
 def terminate(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM, then SIGKILL if it has not exited within 10 s (a test must never leave a process behind)."""
     if proc.poll() is None:
@@ -68,7 +79,8 @@ def start_webhook(workdir: Path, policy: Optional[Path] = None) -> WebhookProces
     if policy is not None:
         argv += ["--policy", str(policy)]
     with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=str(Path(__file__).parents[2]))
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=str(Path(__file__).parents[2]),
+                                env=child_env(workdir))
     wh = WebhookProcess(proc, port, certs, log)
     wait_serving("atoll webhook", f"https://127.0.0.1:{port}/readyz", proc, wh.stop, log, 30,
                  ssl.create_default_context(cafile=certs.ca))

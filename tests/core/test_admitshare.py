@@ -5,7 +5,6 @@ and the sharing does happen where the queues are alike."""
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -14,7 +13,7 @@ import pytest
 from engine.core.scheduler import Engine
 from engine.model import Cluster, Job, Queue, Task
 from engine.resources import CPU, GPU, MEMORY
-from tests.core.test_pruned_exact import ROOT, Pair, policy_variant
+from tests.core.test_pruned_exact import ROOT, Pair, policy_file, policy_variant
 
 GI = 2**30
 NO_BORROWING = policy_variant("default-no-borrowing", "borrowing: true", "borrowing: false")
@@ -144,8 +143,7 @@ def test_a_queue_limited_by_an_admit_plugin_is_not_alike(policy: Path, special: 
     assert pair.pruned.state.jobs["ns/j1"].state.value == "Admitted"
 
 
-NO_CAPACITY = Path(tempfile.mkdtemp(prefix="atoll-policy-")) / "no-capacity.yaml"
-NO_CAPACITY.write_text("""apiVersion: atoll.dev/v1alpha1
+NO_CAPACITY = policy_file("no-capacity", """apiVersion: atoll.dev/v1alpha1
 kind: SchedulingPolicy
 metadata: {name: no-capacity}
 spec:

@@ -11,6 +11,7 @@ job's state and pending reason must be identical. Some runs bound the lookback (
 
 from __future__ import annotations
 
+import atexit
 import tempfile
 from pathlib import Path
 from typing import Any, Optional
@@ -30,14 +31,25 @@ from engine.resources import CPU, GPU, MEMORY, Resources
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# The policy files the tests write at import (parametrize needs their paths then, before any fixture): one
+# directory per test process, removed when it exits (tests/test_tmp_leaks.py).
+_POLICY_DIR = tempfile.TemporaryDirectory(prefix="atoll-policy-")
+atexit.register(_POLICY_DIR.cleanup)
+
+
+def policy_file(name: str, text: str) -> Path:
+    """``text`` as ``<name>.yaml`` in this process's policy directory."""
+    path = Path(_POLICY_DIR.name) / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
 def policy_variant(name: str, old: str, new: str) -> Path:
-    """The default policy with one setting changed, written once per test session (a setting the shipped
+    """The default policy with one setting changed, written once per test process (a setting the shipped
     policies do not use still has to be exact)."""
     text = (ROOT / "policies" / "default.yaml").read_text()
     assert old in text, old
-    path = Path(tempfile.mkdtemp(prefix="atoll-policy-")) / f"{name}.yaml"
-    path.write_text(text.replace(old, new))
-    return path
+    return policy_file(name, text.replace(old, new))
 
 
 # drf's Volcano rule (shares before the next job): queue keys that do not read the next job, with preemption on

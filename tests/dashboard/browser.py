@@ -2,8 +2,10 @@
 
 Both paths are given explicitly so Selenium Manager never runs (it would try to download a browser
 and phone home). Locally a missing browser skips the tests; with CI=true it fails them, so a
-missing `make browser-deps` step cannot hide. Screenshots go to $ATOLL_SCREENSHOTS or a temporary
-directory that is printed.
+missing `make browser-deps` step cannot hide. Screenshots go to $ATOLL_SCREENSHOTS if set, else to
+``screenshots0`` under pytest's basetemp (printed; /tmp/pytest-of-$USER/pytest-<n>/, popen-gw<i>/ under
+it with xdist, the newest run is pytest-current), which pytest keeps for its last 3 runs, then removes.
+Chromium's profile is a temporary directory removed when the browser has quit (tests/test_tmp_leaks.py).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import shutil
 import tempfile
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
@@ -35,14 +38,26 @@ def require_browser() -> None:
         pytest.skip(message)
 
 
-def screenshot_dir() -> Path:
-    path = Path(os.environ.get("ATOLL_SCREENSHOTS") or tempfile.mkdtemp(prefix="atoll-screens-"))
+def screenshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    chosen = os.environ.get("ATOLL_SCREENSHOTS")
+    path = Path(chosen) if chosen else tmp_path_factory.mktemp("screenshots")
     path.mkdir(parents=True, exist_ok=True)
     print(f"\nscreenshots: {path}")
     return path
 
 
-def make_browser() -> Any:
+@contextmanager
+def open_browser() -> Iterator[Any]:
+    """A headless Chromium on a fresh profile, quit and its profile removed on exit."""
+    with tempfile.TemporaryDirectory(prefix="atoll-chromium-") as profile:
+        driver = make_browser(Path(profile))
+        try:
+            yield driver
+        finally:
+            driver.quit()
+
+
+def make_browser(profile: Path) -> Any:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -52,7 +67,7 @@ def make_browser() -> Any:
     options.binary_location = CHROMIUM
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--no-first-run", "--window-size=1280,900", f"--user-data-dir={tempfile.mkdtemp()}"):
+                "--no-first-run", "--window-size=1280,900", f"--user-data-dir={profile}"):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(service=Service(executable_path=DRIVER), options=options)

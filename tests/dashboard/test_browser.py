@@ -14,7 +14,7 @@ from engine.dashboard.app import make_app
 from engine.sim.driver import simulate
 from engine.sim.html import write_html
 from engine.sim.report import build_report
-from tests.dashboard.browser import Server, full_screenshot, make_browser, require_browser, screenshot_dir, serve, \
+from tests.dashboard.browser import Server, full_screenshot, open_browser, require_browser, screenshot_dir, serve, \
     severe
 from tests.dashboard.state import HOSTILE, job, known_source
 from tests.sim.helpers import PlaceAnywhere, pipeline, scenario
@@ -22,18 +22,15 @@ from tests.sim.test_report_cli import SCENARIO
 
 
 @pytest.fixture(scope="module")
-def shots() -> Path:
-    return screenshot_dir()
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return screenshot_dir(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     require_browser()
-    driver = make_browser()
-    try:
+    with open_browser() as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture()
