@@ -10,7 +10,7 @@ After a run of examinations that changed nothing (no admission, no preemption is
 unmoved), the loop asks ``_settled``: is every job left in every queue still in its heap refused in the state of
 the moment, with nothing changed by its examination? A job is, when
 
-- it backs off (``not_before``) or its queue is gone (the engine's own refusals), or
+- it backs off (``not_before``: the engine's own refusal), or
 - its admit answer is shared (engine.core.admitshare: its queue is alike and it has a shared key) and is a
   refusal, and the preemption attempt that follows a capacity refusal cannot act: nobody to evict or the
   cycle's dry-run budget spent (``Preemptions.idle``), or its preempt key already found hopeless this cycle.
@@ -49,7 +49,7 @@ SETTLE_AFTER = 128
 
 Plan = list[tuple["ListSource | WalkSource", Optional[list[tuple[Job, Optional[Refusal]]]]]]
 """What ``_settled`` found, per source left: for a source whose jobs are taken one by one without a known refusal
-(a ListSource keeping no memo), each job with its shared admit answer (None: the engine's own refusal); else None
+(a ListSource keeping no memo), each job with its shared admit answer (None: it backs off); else None
 (its jobs go through ``take``, ``_examine`` and ``examined`` as in the loop)."""
 
 
@@ -71,7 +71,6 @@ class Settling:
         module): the plan for ``_drain``, or None; and how many jobs the check looked at."""
         if self.exhaustive or not self._sharing:
             return None, 0
-        queues = self.state.queues
         admits, stamp = self._admits, self._stamp
         preempt = self.pipeline.has_preempt and not self._preempt.idle
         hopeless = self._preempt.hopeless
@@ -81,17 +80,17 @@ class Settling:
             source = sources[name]
             pairs: Optional[list[tuple[Job, Optional[Refusal]]]] = \
                 [] if isinstance(source, ListSource) and not source.keyed else None
-            if not admits.alike(name):
+            if not admits.alike(name):    # (so the queue exists: its jobs are not refused for want of it)
                 return None, looked
             answers = admits.answers(stamp)
             for job in _left(source):
                 looked += 1
-                if job.not_before > now or job.queue not in queues:
+                if job.not_before > now:
                     if pairs is not None:
                         pairs.append((job, None))
                     continue
                 key = job.admit_key
-                if key is None or job.nominated is not None or job.queue != name:
+                if key is None or job.nominated is not None:
                     return None, looked
                 known = answers.get(key, _MISS)
                 if known is not _MISS:
@@ -118,7 +117,7 @@ class Settling:
                 refused = self._refused
                 for job, refusal in pairs:
                     if refusal is None:
-                        self._examine(job, now, result)     # it backs off, or its queue is gone
+                        self._examine(job, now, result)     # it backs off
                     else:
                         refused(job, refusal, now, result)
                 source.passed(len(pairs))
