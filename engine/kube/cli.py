@@ -17,6 +17,7 @@ from engine.errors import InputError, UsageError
 from engine.kube import access, plan
 from engine.kube.bindings import addressed_unplaced
 from engine.kube.runner import Options, Runner
+from engine.kube.shutdown import SHUTDOWN_TIMEOUT
 
 
 def _positive_seconds(text: str) -> float:
@@ -38,7 +39,8 @@ def _run(args: argparse.Namespace) -> int:
                    lease_name=args.lease_name, lease_namespace=args.lease_namespace,
                    concurrency=args.concurrency, identity=args.identity or "", watch_timeout=args.watch_timeout,
                    stuck_after=args.stuck_after, cluster_status_period=args.cluster_status_period,
-                   dashboard_port=args.dashboard_port, dashboard_host=args.dashboard_address)
+                   dashboard_port=args.dashboard_port, dashboard_host=args.dashboard_address,
+                   shutdown_timeout=args.shutdown_timeout)
     return uvloop.run(Runner(opts).main())
 
 
@@ -169,6 +171,9 @@ def register(subparsers: Any, _: Optional[Any] = None) -> None:
                    help="address the dashboard binds (default 127.0.0.1: this machine only; 0.0.0.0 in a pod)")
     p.add_argument("--watch-timeout", type=count(1), default=60, metavar="SECONDS",
                    help="the API server ends each watch after this long; it is reopened from the last version")
+    p.add_argument("--shutdown-timeout", type=_positive_seconds, default=SHUTDOWN_TIMEOUT, metavar="SECONDS",
+                   help="on SIGTERM/SIGINT, how long the writes in flight may take before they are cancelled "
+                        f"(default {SHUTDOWN_TIMEOUT:g}; keep it well under the pod's terminationGracePeriodSeconds)")
     p.add_argument("--log-level", default="info")
     p.set_defaults(func=_run)
 

@@ -2,6 +2,11 @@
 
 The first step runs only after every cache has listed once, so all resumed bindings are adopted (holding
 their capacity) before anything new is admitted: a restart neither loses a job nor admits one twice.
+
+SIGTERM / SIGINT stop it gracefully (engine/kube/shutdown.py): no new cycle, the writes in flight finish (at
+most ``--shutdown-timeout`` seconds, then they are cancelled), the watches stop, the leader Lease is released
+(holderIdentity cleared, as client-go's ReleaseOnCancel does: a standby takes over at its next retry instead
+of after a whole lease duration), the servers and API clients close, exit status 0.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, Optional
 
 from aiohttp import web
@@ -24,6 +30,7 @@ from engine.kube import access, metrics, plan, policy_source
 from engine.kube.cache import WatchCache
 from engine.kube.controller import Controller
 from engine.kube.plan import Event
+from engine.kube.shutdown import SHUTDOWN_TIMEOUT, Shutdown
 from engine.kube.policy_watch import PolicyWatch
 from engine.kube.works import metadata_lister
 from engine.kube.accounting import accounting
@@ -31,6 +38,7 @@ from engine.kube.writer import KubeApi, Writer
 
 log = logging.getLogger("atoll.run")
 
+LEASE_RELEASE_TIMEOUT = 5.0   # seconds for each of the Lease's read and replace when releasing it
 REPORT_SLACK = 5.0     # seconds a status collection may take beyond its period to reach us: see _redate_reports
 
 
@@ -52,6 +60,7 @@ class Options:
     cluster_status_period: float = 10.0   # Karmada's --cluster-status-update-frequency (see _redate_reports)
     dashboard_port: Optional[int] = None            # the read-only web dashboard (engine/dashboard); off if None
     dashboard_host: str = "127.0.0.1"
+    shutdown_timeout: float = SHUTDOWN_TIMEOUT      # seconds the writes in flight may take after SIGTERM
 
 
 class Runner(PolicyWatch):
@@ -73,9 +82,20 @@ class Runner(PolicyWatch):
         self.policy_deleted = False  # the policy ConfigMap is gone (the running policy stays)
         self.early_events: list[Event] = []     # PolicyRejected before the controller exists
         self.admissions = AdmissionLog()  # each job's admissions, for the dashboard's job timeline
+        self.shutdown = Shutdown("atoll run")   # SIGTERM/SIGINT: stop gracefully; twice: exit at once
+        self.stopping = self.shutdown.requested
+        self.shutdown.on_request.append(self.wake.set)   # the loop sees it without waiting for its timer
+        self._lead_task: Optional[asyncio.Task[Any]] = None   # the task running lead(), once leading
 
     # -- entry --------------------------------------------------------------------------------------
     async def main(self) -> int:
+        self.shutdown.install()
+        try:
+            return await self._main()
+        finally:
+            self.shutdown.uninstall()
+
+    async def _main(self) -> int:
         from kubernetes_asyncio import client
 
         await access.load(self.opts.kubeconfig, self.opts.context)
@@ -99,15 +119,82 @@ class Runner(PolicyWatch):
             from engine.dashboard.source import ControllerSource
             dashboard = await serve(ControllerSource(self), self.opts.dashboard_host, self.opts.dashboard_port)
         try:
-            if not self.opts.leader_elect:
-                await self.lead()
-                return 0
-            return await self._elect()
+            return await self._until_stopped()
         finally:
             if dashboard is not None:
                 await dashboard.cleanup()
             await site.stop()
             await self.api_client.close()
+            if self.stopping.is_set():
+                log.info("%s stopped: API clients and servers closed", self.identity)
+
+    async def _until_stopped(self) -> int:
+        """Lead (or stand by for the Lease) until that ends or a stop is requested; then stop in order."""
+        work = asyncio.create_task(self._elect() if self.opts.leader_elect else self._lead_alone(), name="atoll")
+        stop = asyncio.create_task(self.stopping.wait())
+        try:
+            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not work.done() and not self.stopping.is_set():    # we are being cancelled ourselves
+                work.cancel()
+        if work.done() and not self.stopping.is_set():
+            return work.result()
+        return await self._stop(work)
+
+    async def _lead_alone(self) -> int:
+        await self.lead()
+        return 0
+
+    async def _stop(self, work: asyncio.Task[int]) -> int:
+        """Stop in order: the loop (it runs no new cycle and lets its writes finish, see _loop), the watches
+        (lead's finally), the Lease's renewal, then release the Lease if we hold it."""
+        lead = self._lead_task
+        if lead is not None and not lead.done():
+            if not self.synced:
+                log.info("stopping before the first cycle: nothing in flight")
+                lead.cancel()
+            done, _ = await asyncio.wait([lead], timeout=self.opts.shutdown_timeout + 1.0)
+            if not done:
+                log.warning("the controller loop did not stop in time; cancelling it")
+                lead.cancel()
+            await asyncio.gather(lead, return_exceptions=True)
+        if not work.done():
+            work.cancel()               # the election: its acquire or renew loop
+        await asyncio.gather(work, return_exceptions=True)
+        if self.opts.leader_elect:
+            await self._release_lease()
+        metrics.LEADER.set(0)
+        self.leading = False
+        return 0
+
+    async def _release_lease(self) -> None:
+        """Give the Lease up if this replica holds it: holderIdentity cleared, a 1 s duration and renewTime now,
+        as client-go's leader election does on cancel (LeaderElectionReleaseOnCancel). A standby (client-go's or
+        kubernetes-asyncio's) takes a Lease without holder at its next retry (2 s) instead of waiting out the
+        lease duration (15 s). Replaced at the resourceVersion read, so a Lease another replica took meanwhile
+        is never touched."""
+        from kubernetes_asyncio import client
+
+        name, namespace = self.opts.lease_name, self.opts.lease_namespace
+        api = client.CoordinationV1Api(self.api_client)
+        try:
+            lease = await asyncio.wait_for(api.read_namespaced_lease(name, namespace), LEASE_RELEASE_TIMEOUT)
+            spec = lease.spec
+            if spec is None or spec.holder_identity != self.identity:
+                log.info("leader Lease %s/%s not held by %s; nothing to release", namespace, name, self.identity)
+                return
+            now = datetime.now(timezone.utc)
+            spec.holder_identity = ""            # as client-go: "" is no holder for it and for kubernetes-asyncio
+            spec.lease_duration_seconds = 1
+            spec.acquire_time = now
+            spec.renew_time = now
+            await asyncio.wait_for(api.replace_namespaced_lease(name, namespace, lease), LEASE_RELEASE_TIMEOUT)
+        except Exception as exc:     # the API gone, a conflict: the Lease then expires as it would have
+            log.warning("could not release the leader Lease %s/%s (%s: %s); a standby takes it when it expires",
+                        namespace, name, type(exc).__name__, exc)
+            return
+        log.info("%s released the leader Lease %s/%s", self.identity, namespace, name)
 
     async def _elect(self) -> int:
         from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
@@ -125,6 +212,9 @@ class Runner(PolicyWatch):
         log.error("%s lost the leader Lease; exiting", self.identity)
 
     async def lead(self) -> None:
+        self._lead_task = asyncio.current_task()
+        if self.stopping.is_set():
+            return
         metrics.LEADER.set(1)
         self.leading = True
         log.info("%s leads; starting watches", self.identity)
@@ -239,7 +329,7 @@ class Runner(PolicyWatch):
         assert self.controller is not None and self.kube is not None
         ctl = self.controller
         writer = Writer(self.kube, ctl.retry_later, self.opts.concurrency, "atoll-controller")
-        while True:
+        while not self.stopping.is_set():
             now = time.time()
             timer = ctl.engine.next_timer()
             timeout = 1.0 if timer is None else min(1.0, max(0.0, timer - now))
@@ -248,6 +338,8 @@ class Runner(PolicyWatch):
                 await asyncio.sleep(0.02)            # let a burst of watch events land: one step for all
             except asyncio.TimeoutError:
                 pass
+            if self.stopping.is_set():
+                break
             self.wake.clear()
             now = time.time()
             self._redate_reports(now)
@@ -257,6 +349,20 @@ class Runner(PolicyWatch):
             self.dashboard_version += 1 if items else 0
             if items:
                 writer.submit(items)       # not awaited: the next step overlaps these round trips
+        await self._finish_writes(writer)
+
+    async def _finish_writes(self, writer: Writer) -> None:
+        """Stopping: no new cycle; the last cycles' patches and Events finish, within --shutdown-timeout."""
+        log.info("stopping: no new cycles; %d binding(s) with writes in flight (waiting at most %g s)",
+                 writer.in_flight(), self.opts.shutdown_timeout)
+        try:
+            await asyncio.wait_for(writer.drain(), self.opts.shutdown_timeout)
+        except asyncio.TimeoutError:
+            cut = await writer.abandon()
+            log.warning("stopping: %d write(s) still in flight after %g s were cancelled; the next leader decides "
+                        "those bindings afresh", cut, self.opts.shutdown_timeout)
+        else:
+            log.info("stopping: writes in flight done")
 
     def _redate_reports(self, now: float) -> None:
         """Karmada writes a Cluster's status only when it changes, collecting it every

@@ -15,6 +15,7 @@ from engine.commands.output import add_output, emit
 from engine.errors import InputError, UsageError
 from engine.kube import access
 from engine.kube.webhook import ManagedSelector, selector_from_policy
+from engine.kube.shutdown import Shutdown
 from engine.kube.webhook_server import WebhookServer, serve
 from engine.policy import load_policy_text
 
@@ -49,6 +50,17 @@ async def _configmap_selector(ref: str, kubeconfig: Optional[str], context: Opti
     return selector_from_text(text, f"configmap {ref}")
 
 
+async def _serve_until_stopped(server: WebhookServer, args: argparse.Namespace) -> None:
+    """Serve until SIGTERM/SIGINT (answering the requests under way), a second one exits at once."""
+    shutdown = Shutdown("atoll webhook")
+    shutdown.install()
+    try:
+        await serve(server, args.host, args.port, args.cert, args.key, args.reload_interval,
+                    stop=shutdown.requested)
+    finally:
+        shutdown.uninstall()
+
+
 def _run_webhook(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if bool(args.cert) != bool(args.key):
@@ -68,7 +80,7 @@ def _run_webhook(args: argparse.Namespace) -> int:
     else:
         server = WebhookServer(ManagedSelector())
     try:
-        uvloop.run(serve(server, args.host, args.port, args.cert, args.key, args.reload_interval))
+        uvloop.run(_serve_until_stopped(server, args))
     except ssl.SSLError as exc:
         raise InputError(f"cannot use the certificate and key: {exc.reason or exc}", args.cert) from None
     except OSError as exc:

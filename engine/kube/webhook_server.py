@@ -18,6 +18,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
 
 from engine.kube.webhook import BadReview, ManagedSelector, review_bytes
+from engine.kube.shutdown import SHUTDOWN_TIMEOUT
 
 log = logging.getLogger("atoll.webhook")
 
@@ -157,10 +158,13 @@ async def watch_files(server: WebhookServer, ctx: Optional[ssl.SSLContext], cert
 
 
 async def serve(server: WebhookServer, host: str, port: int, cert: Optional[str], key: Optional[str],
-                interval: float = 2.0, started: Optional[Callable[[int], Any]] = None) -> None:
-    """Run until cancelled. ``cert``/``key`` None means plain HTTP (tests and local debugging only)."""
+                interval: float = 2.0, started: Optional[Callable[[int], Any]] = None,
+                stop: Optional[asyncio.Event] = None, shutdown_timeout: float = SHUTDOWN_TIMEOUT) -> None:
+    """Run until cancelled or ``stop`` is set (SIGTERM/SIGINT, engine/kube/shutdown.py): then the listener
+    closes and requests under way get ``shutdown_timeout`` seconds to be answered. ``cert``/``key`` None means
+    plain HTTP (tests and local debugging only)."""
     ctx = tls_context(cert, key) if cert and key else None
-    runner = web.AppRunner(server.app(), access_log=None)
+    runner = web.AppRunner(server.app(), access_log=None, shutdown_timeout=shutdown_timeout)
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=ctx, backlog=1024)
     await site.start()
@@ -171,7 +175,10 @@ async def serve(server: WebhookServer, host: str, port: int, cert: Optional[str]
         started(bound)
     watcher = asyncio.create_task(watch_files(server, ctx, cert or "", key or "", interval))
     try:
-        await asyncio.Event().wait()
+        await (stop or asyncio.Event()).wait()
+        log.info("atoll webhook stopping: no new connections; answering the requests under way (at most %g s)",
+                 shutdown_timeout)
     finally:
         watcher.cancel()
         await runner.cleanup()
+    log.info("atoll webhook stopped")

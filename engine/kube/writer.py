@@ -130,6 +130,16 @@ class Writer:
         while self._background:
             await asyncio.wait(list(self._background))
 
+    async def abandon(self) -> int:
+        """Cancel every write still under way and wait for them to end (shutdown past its timeout); returns
+        how many were cancelled. A binding patch cut here is simply not made: the next leader decides afresh
+        from what the API holds."""
+        tasks = [t for t in self._background if not t.done()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return len(tasks)
+
     async def _patches(self, patches: list[Patch]) -> None:
         for i, patch in enumerate(patches):
             async with self.sem:

@@ -93,3 +93,17 @@ def test_chart_policy_equals_repo_default() -> None:
     default = ROOT / "policies" / "default.yaml"
     assert (CHART / "files" / "policy.yaml").read_bytes() == default.read_bytes(), \
         "charts/atoll/files/policy.yaml differs from policies/default.yaml: run charts/atoll/sync-policy.sh"
+
+
+@needs_helm
+def test_the_grace_period_outlasts_a_graceful_stop() -> None:
+    """SIGKILL comes terminationGracePeriodSeconds after SIGTERM: it must leave the controller its whole stop
+    (writes in flight, one more second for the loop, the Lease's read and replace; docs/controller.md)."""
+    from engine.kube.runner import LEASE_RELEASE_TIMEOUT
+    from engine.kube.shutdown import SHUTDOWN_TIMEOUT
+
+    docs = render()
+    budget = SHUTDOWN_TIMEOUT + 1.0 + 2 * LEASE_RELEASE_TIMEOUT
+    for name in ("rel-atoll-controller", "rel-atoll-webhook"):
+        grace = docs["Deployment", name]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        assert grace == 30 and grace > budget, (name, grace, budget)

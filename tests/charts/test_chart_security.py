@@ -1,8 +1,9 @@
 """charts/atoll least privilege and Pod Security "restricted", on the rendered manifests.
 
 The rules are derived from every API call in engine/kube (runner.py's watch caches and policy ConfigMap,
-writer.py's merge patches and Events, kubernetes_asyncio's LeaseLock, webhook_cli.py's ConfigMap GET, the
-member pod watches through Karmada's cluster proxy); a
+writer.py's merge patches and Events, kubernetes_asyncio's LeaseLock and runner.py's release of the Lease on
+SIGTERM (the same get + update), webhook_cli.py's ConfigMap GET, the member pod watches through Karmada's
+cluster proxy); a
 new call there must be added here and to templates/rbac.yaml on purpose. The real API server's answers
 (SelfSubjectAccessReview as each ServiceAccount) are in e2e/tests/test_chart_rbac.py.
 """
