@@ -99,7 +99,7 @@ def test_chart_policy_equals_repo_default() -> None:
 def test_the_grace_period_outlasts_a_graceful_stop() -> None:
     """SIGKILL comes terminationGracePeriodSeconds after SIGTERM: it must leave the controller its whole stop
     (writes in flight, one more second for the loop, the Lease's read and replace; docs/controller.md)."""
-    from engine.kube.runner import LEASE_RELEASE_TIMEOUT
+    from engine.kube.leadership import LEASE_RELEASE_TIMEOUT
     from engine.kube.shutdown import SHUTDOWN_TIMEOUT
 
     docs = render()
