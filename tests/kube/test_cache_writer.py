@@ -9,12 +9,12 @@ from typing import Any, AsyncIterator
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
 
 from engine.kube.cache import WatchCache
 from engine.kube.plan import BindingRef, Event, Patch, bind_patch, resume_patch
 from engine.kube.writer import KubeApi, Writer
+from tests.kube.fake_server import api_client_for
 
 PATH = "/apis/work.karmada.io/v1alpha2/resourcebindings"
 
@@ -84,14 +84,8 @@ async def fake() -> AsyncIterator[tuple[FakeApi, Any]]:
     app.router.add_patch("/apis/work.karmada.io/v1alpha2/namespaces/{ns}/resourcebindings/{name}", api.patch)
     app.router.add_patch("/apis/work.karmada.io/v1alpha2/namespaces/{ns}/resourcebindings/{name}/status", api.patch)
     app.router.add_post("/api/v1/namespaces/{ns}/events", api.event)
-    server = TestServer(app)
-    await server.start_server()
-    cfg = client.Configuration(host=str(server.make_url("")).rstrip("/"))
-    try:
-        async with client.ApiClient(cfg) as api_client:
-            yield api, api_client
-    finally:
-        await server.close()
+    async with api_client_for(app) as api_client:
+        yield api, api_client
 
 
 async def test_cache_lists_watches_and_relists_after_410(fake: tuple[FakeApi, Any]) -> None:

@@ -19,14 +19,13 @@ from typing import Any, AsyncIterator, Optional
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
-from kubernetes_asyncio import client
 
 from engine.kube.plan import BindingRef, Event, Patch
 from engine.kube.runner import Options, Runner
 from engine.kube.shutdown import Shutdown
 from engine.kube.webhook import ManagedSelector
 from engine.kube.webhook_server import WebhookServer, serve
+from tests.kube.fake_server import api_client_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -179,14 +178,8 @@ async def leases() -> AsyncIterator[tuple[FakeLeases, Any]]:
     app.router.add_get(LEASES + "/{name}", fake.get)
     app.router.add_put(LEASES + "/{name}", fake.replace)
     app.router.add_post(LEASES, fake.create)
-    server = TestServer(app)
-    await server.start_server()
-    cfg = client.Configuration(host=str(server.make_url("")).rstrip("/"))
-    try:
-        async with client.ApiClient(cfg) as api_client:
-            yield fake, api_client
-    finally:
-        await server.close()
+    async with api_client_for(app) as api_client:
+        yield fake, api_client
 
 
 async def until(condition: Any, timeout: float = 10.0) -> None:
