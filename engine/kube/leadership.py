@@ -102,14 +102,39 @@ class Leadership:
         log.info("%s released the leader Lease %s/%s", self.identity, namespace, name)
 
     async def _elect(self) -> int:
+        """Stand by for the Lease, lead while it is held. kubernetes-asyncio runs ``onstarted_leading`` as a task
+        nobody awaits: a leader whose ``lead`` failed (a policy refused at start, caches that never listed) kept
+        renewing the Lease and did nothing, and no standby could take over. Its error now ends the election,
+        the Lease is released, and the error is raised as without leader election (exit status 1)."""
         from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
         from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
+        failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def lead() -> None:
+            try:
+                await self.lead()
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:     # kept for _elect to raise: the task running this is never awaited
+                if not failed.done():
+                    failed.set_exception(exc)
+
         lock = LeaseLock(self.opts.lease_name, self.opts.lease_namespace, self.identity, self.api_client)
         cfg = electionconfig.Config(lock, lease_duration=15, renew_deadline=10, retry_period=2,
-                                    onstarted_leading=self.lead, onstopped_leading=self._lost)
+                                    onstarted_leading=lead, onstopped_leading=self._lost)
         log.info("%s waiting to lead via Lease %s/%s", self.identity, self.opts.lease_namespace, self.opts.lease_name)
-        await leaderelection.LeaderElection(cfg).run()
+        election = asyncio.create_task(leaderelection.LeaderElection(cfg).run(), name="atoll-election")
+        try:
+            await asyncio.wait({election, failed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not election.done():
+                election.cancel()
+            await asyncio.gather(election, return_exceptions=True)
+        if failed.done():
+            log.error("%s: leading failed; giving the leader Lease up", self.identity)
+            await self._release_lease()
+            failed.result()              # raises lead's error
         return 1                     # leadership lost: exit so a fresh process rebuilds from the API
 
     async def _lost(self) -> None:

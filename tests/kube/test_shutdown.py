@@ -280,3 +280,22 @@ def test_atoll_webhook_exits_0_on_sigterm() -> None:
             proc.wait()
     assert proc.returncode == 0, "".join(lines) + err
     assert "SIGTERM received; stopping gracefully" in err and "atoll webhook stopped" in err
+
+
+async def test_a_leader_whose_lead_fails_gives_the_lease_up_and_exits_with_its_error(
+        leases: tuple[FakeLeases, Any]) -> None:
+    """kubernetes-asyncio runs the leading coroutine as a task nobody awaits: a policy refused at start left the
+    leader renewing its Lease and doing nothing, and no standby could take over. Now the error ends the election,
+    the Lease is released, and the error is raised as without leader election (the CLI exits 1)."""
+    from engine.errors import AtollError
+
+    fake, api_client = leases
+    runner = Runner(Options(leader_elect=True, identity="leader"))
+    runner.api_client = api_client
+
+    async def lead() -> None:
+        raise AtollError("policy refused")
+    runner.lead = lead  # type: ignore[method-assign]
+    with pytest.raises(AtollError, match="policy refused"):
+        await asyncio.wait_for(runner._until_stopped(), 10)
+    assert not fake.leases["atoll-controller"]["spec"].get("holderIdentity")
