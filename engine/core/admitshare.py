@@ -47,8 +47,7 @@ class SharedAdmits:
         """The admit stage's verdict for ``job`` (its ``shared_admit_key`` is ``key``), shared when its queue is
         alike. ``stamp``: the engine's ``_stamp``."""
         state = self.state
-        alike = self._alike.get(job.queue) if self._edits == state.queue_edits else None
-        if not (alike or alike is None and self.alike(job.queue)):
+        if not self.alike(job.queue):
             return self.pipeline.admit_positional(job, state)
         answers = self.answers(stamp)
         known = answers.get(key, _MISS)

@@ -69,7 +69,7 @@ class Settling:
                  now: float) -> tuple[Optional[Plan], int]:
         """Whether every job left in the queues of ``heap`` would be refused now with nothing changed (see the
         module): the plan for ``_drain``, or None; and how many jobs the check looked at."""
-        if self.exhaustive or not self._sharing:
+        if self.exhaustive or not self._sharing:    # the reference; or no answer is shared: none would settle
             return None, 0
         admits, stamp = self._admits, self._stamp
         preempt = self.pipeline.has_preempt and not self._preempt.idle
@@ -96,11 +96,10 @@ class Settling:
                 if known is not _MISS:
                     refusal = cast(Optional[Refusal], known)
                 else:
-                    try:
+                    try:                  # (kept in ``answers``: the state does not move here)
                         refusal = admits.admit(job, key, stamp)
                     except Exception:     # a plugin's bug: the examination contains it (engine.core.contain)
                         return None, looked
-                    answers = admits.answers(stamp)
                 if refusal is None or preempt and refusal.capacity and not hopeless(job):
                     return None, looked
                 if pairs is not None:

@@ -97,7 +97,7 @@ class QueueTurns(Settling):
         through_stamp = through_changes = -1
         until = again = 0
         ahead = _AHEAD
-        calm, settle_at = 0, (self.settle_after if self._sharing and not self.exhaustive else _EVERY)
+        calm, settle_at = 0, self.settle_after  # (_settled says no at once where nothing can settle)
         while heap:
             key, name = heap[0]
             source = sources[name]

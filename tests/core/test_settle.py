@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from engine.model import Cluster, Failure, FailureKind, Job, Queue, Task
 from engine.resources import CPU, GPU, MEMORY
-from tests.core.test_pruned_exact import GI, ROOT, Pair, clusters, play
+from tests.core.test_pruned_exact import GI, ROOT, Pair, _copy, clusters, play
 
 DEFAULT = ROOT / "policies" / "default.yaml"
 
@@ -63,8 +63,7 @@ def _fill(pair: Pair, queues: int, jobs: int, same_shape: bool) -> None:
         cpu = 3000 if same_shape else 3000 + 10 * i          # a key of its own per job, or one shared key
         job = Job(f"ns/j{i}", f"j{i}", "ns", queue=f"q{i % queues}", submit_time=float(i),
                   tasks=[Task("t", 1, 1, {CPU: cpu, MEMORY: GI})])
-        pair.both("submit", lambda job=job: (Job(job.id, job.name, job.namespace, queue=job.queue,
-                                                 submit_time=job.submit_time, tasks=list(job.tasks)),))
+        pair.both("submit", lambda job=job: (_copy(job),))
 
 
 @pytest.mark.parametrize("name", ["default", "no-preemption"])
