@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import pytest
 import yaml
@@ -149,6 +149,7 @@ def fake_api() -> Iterator[str]:
     """A tiny HTTP "API server": the binding ns/job-a; 401 on /unauthorized paths' cluster (see kubeconfig)."""
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:           # noqa: N802 (http.server's name)
+            body: Mapping[str, object]
             if self.headers.get("Authorization") == "Bearer bad":
                 body, status = {"kind": "Status", "code": 401, "message": "Unauthorized"}, 401
             elif self.path.startswith("/apis/work.karmada.io/v1alpha2/namespaces/ns/resourcebindings/job-a"):

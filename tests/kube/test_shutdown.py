@@ -215,7 +215,9 @@ async def test_the_leader_releases_its_lease_on_stop_and_a_standby_takes_over_at
         took_over.set()
     standby_cfg = electionconfig.Config(LeaseLock("atoll-controller", "atoll-system", "standby", api_client),
                                         lease_duration=15, renew_deadline=10, retry_period=2,
-                                        onstarted_leading=standby_leads, onstopped_leading=None)
+                                        onstarted_leading=standby_leads,
+                                        # its LeaderElection checks for None; the stub's annotation omits it
+                                        onstopped_leading=None)  # type: ignore[arg-type]
     standby = asyncio.create_task(leaderelection.LeaderElection(standby_cfg).run())
     try:
         await asyncio.sleep(2.5)                          # the standby tried, and stands by
