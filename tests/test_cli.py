@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import pytest
 import yaml
@@ -149,6 +149,7 @@ def fake_api() -> Iterator[str]:
     """A tiny HTTP "API server": the binding ns/job-a; 401 on /unauthorized paths' cluster (see kubeconfig)."""
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:           # noqa: N802 (http.server's name)
+            body: Mapping[str, object]
             if self.headers.get("Authorization") == "Bearer bad":
                 body, status = {"kind": "Status", "code": 401, "message": "Unauthorized"}, 401
             elif self.path.startswith("/apis/work.karmada.io/v1alpha2/namespaces/ns/resourcebindings/job-a"):
@@ -266,6 +267,8 @@ def test_a_port_outside_0_to_65535_is_a_usage_error(argv: list[str], port: str,
     (["bench-webhook", "--concurrency", "-1"], "argument --concurrency: must be at least 1, got -1"),
     (["webhook", "--reload-interval", "0"], "argument --reload-interval: must be a finite number above 0, got 0"),
     (["webhook", "--reload-interval", "-1"], "argument --reload-interval: must be a finite number above 0, got -1"),
+    (["webhook", "--shutdown-delay", "-1"], "argument --shutdown-delay: must be a finite number of 0 or more, got -1"),
+    (["webhook", "--shutdown-delay", "inf"], "argument --shutdown-delay: must be a finite number of 0 or more, got inf"),
     (["run", "--concurrency", "0"], "argument --concurrency: must be at least 1, got 0"),
     (["run", "--watch-timeout", "0"], "argument --watch-timeout: must be at least 1, got 0"),
     (["run", "--stuck-after", "nan"], "argument --stuck-after: must be a finite number of 0 or more, got nan"),

@@ -75,7 +75,7 @@ def start_webhook(workdir: Path, policy: Optional[Path] = None) -> WebhookProces
     port = free_port()
     log = workdir / "webhook.log"
     argv = [sys.executable, "-m", "engine.cli", "webhook", "--cert", certs.cert, "--key", certs.key,
-            "--host", "127.0.0.1", "--port", str(port)]
+            "--host", "127.0.0.1", "--port", str(port), "--shutdown-delay=0"]   # no Service to drain
     if policy is not None:
         argv += ["--policy", str(policy)]
     with open(log, "wb") as out:

@@ -21,6 +21,12 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 SHUTDOWN_TIMEOUT = 10.0
 """Seconds ``atoll run`` waits for the writes in flight (and the webhook for its requests) once asked to stop;
 with the Lease release (5 s at most) it stays well inside the chart's terminationGracePeriodSeconds (30)."""
+SHUTDOWN_DELAY = 5.0
+"""Seconds ``atoll webhook`` keeps answering after the first signal, before it closes its listener
+(``--shutdown-delay``): a pod being deleted leaves the Service's endpoints only once the endpoints controller and
+every kube-proxy (or the API server's own endpoint cache) have caught up, and a review sent to a closed listener
+meanwhile is, with ``failurePolicy: Ignore``, a binding created unpaused. Like a ``preStop`` sleep, but in the
+process: the image needs no ``sleep`` binary and the cluster no PodLifecycleSleepAction (Kubernetes 1.30+)."""
 FORCED_EXIT = 1
 
 

@@ -79,7 +79,8 @@ async def run_bench(rate: float, count: int, url: Optional[str] = None, concurre
             certs = write_certs(tmp.name)
             port = _free_port()
             proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "webhook", "--cert", certs.cert,
-                                     "--key", certs.key, "--host", "127.0.0.1", "--port", str(port)],
+                                     "--key", certs.key, "--host", "127.0.0.1", "--port", str(port),
+                                     "--shutdown-delay=0"],     # no Service to drain: stop at once
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             base = f"https://127.0.0.1:{port}"
             ctx = ssl.create_default_context(cafile=certs.ca)

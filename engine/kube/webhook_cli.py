@@ -10,12 +10,12 @@ from typing import Any, Optional
 
 import uvloop
 
-from engine.commands.args import count, port, positive
+from engine.commands.args import count, non_negative, port, positive
 from engine.commands.output import add_output, emit
 from engine.errors import InputError, UsageError
 from engine.kube import access
 from engine.kube.webhook import ManagedSelector, selector_from_policy
-from engine.kube.shutdown import Shutdown
+from engine.kube.shutdown import SHUTDOWN_DELAY, Shutdown
 from engine.kube.webhook_server import WebhookServer, serve
 from engine.policy import load_policy_text
 
@@ -51,12 +51,13 @@ async def _configmap_selector(ref: str, kubeconfig: Optional[str], context: Opti
 
 
 async def _serve_until_stopped(server: WebhookServer, args: argparse.Namespace) -> None:
-    """Serve until SIGTERM/SIGINT (answering the requests under way), a second one exits at once."""
+    """Serve until SIGTERM/SIGINT, then for --shutdown-delay more seconds (answering as before), then stop
+    (answering the requests under way); a second signal exits at once."""
     shutdown = Shutdown("atoll webhook")
     shutdown.install()
     try:
         await serve(server, args.host, args.port, args.cert, args.key, args.reload_interval,
-                    stop=shutdown.requested)
+                    stop=shutdown.requested, shutdown_delay=args.shutdown_delay)
     finally:
         shutdown.uninstall()
 
@@ -123,6 +124,10 @@ def register(subparsers: Any, _: Optional[Any] = None) -> None:
     access.add_arguments(p, "the Karmada API (for --policy-configmap)")
     p.add_argument("--reload-interval", type=positive, default=2.0, help="seconds between file checks")
     p.add_argument("--insecure-http", action="store_true", help="serve plain HTTP (debugging only)")
+    p.add_argument("--shutdown-delay", type=non_negative, default=SHUTDOWN_DELAY, metavar="SECONDS",
+                   help="on SIGTERM/SIGINT, keep answering this long before closing the listener, while the "
+                        f"Service's endpoints drop the pod (default {SHUTDOWN_DELAY:g}; 0: close at once; keep it "
+                        "plus 10 s well under the pod's terminationGracePeriodSeconds)")
     p.set_defaults(func=_run_webhook)
 
     b = subparsers.add_parser("bench-webhook", help="AdmissionReviews over TLS at a fixed rate; print JSON")

@@ -75,6 +75,7 @@ class WebhookServer:
         self.policy_files = WatchedFiles(policy_files)
         self.policy_files.changed()
         self.ready = True
+        self.draining = False       # asked to stop, still answering (``serve``'s shutdown_delay)
 
     async def mutate(self, request: web.Request) -> web.Response:
         start = time.perf_counter()
@@ -87,13 +88,17 @@ class WebhookServer:
         finally:
             LATENCY.observe(time.perf_counter() - start)
         DECISIONS.labels(decision.outcome).inc()
-        return web.json_response(decision.response)
+        response = web.json_response(decision.response)
+        if self.draining:
+            response.force_close()     # the API server's next review opens a new connection: to another replica
+        return response
 
     async def healthz(self, _: web.Request) -> web.Response:
         return web.Response(text="ok")
 
     async def readyz(self, _: web.Request) -> web.Response:
-        return web.Response(text="ok" if self.ready else "not ready", status=200 if self.ready else 503)
+        ready = self.ready and not self.draining
+        return web.Response(text="ok" if ready else "not ready", status=200 if ready else 503)
 
     async def metrics(self, _: web.Request) -> web.Response:
         resp = web.Response(body=generate_latest())
@@ -159,10 +164,13 @@ async def watch_files(server: WebhookServer, ctx: Optional[ssl.SSLContext], cert
 
 async def serve(server: WebhookServer, host: str, port: int, cert: Optional[str], key: Optional[str],
                 interval: float = 2.0, started: Optional[Callable[[int], Any]] = None,
-                stop: Optional[asyncio.Event] = None, shutdown_timeout: float = SHUTDOWN_TIMEOUT) -> None:
-    """Run until cancelled or ``stop`` is set (SIGTERM/SIGINT, engine/kube/shutdown.py): then the listener
-    closes and requests under way get ``shutdown_timeout`` seconds to be answered. ``cert``/``key`` None means
-    plain HTTP (tests and local debugging only)."""
+                stop: Optional[asyncio.Event] = None, shutdown_timeout: float = SHUTDOWN_TIMEOUT,
+                shutdown_delay: float = 0.0) -> None:
+    """Run until cancelled or ``stop`` is set (SIGTERM/SIGINT, engine/kube/shutdown.py). Once ``stop`` is set it
+    keeps answering for ``shutdown_delay`` seconds (draining: /readyz answers 503 and every answer closes its
+    connection, so clients reconnect through the Service to a replica that stays), then the listener closes and
+    requests under way get ``shutdown_timeout`` seconds to be answered. ``cert``/``key`` None means plain HTTP
+    (tests and local debugging only)."""
     ctx = tls_context(cert, key) if cert and key else None
     runner = web.AppRunner(server.app(), access_log=None, shutdown_timeout=shutdown_timeout)
     await runner.setup()
@@ -176,6 +184,11 @@ async def serve(server: WebhookServer, host: str, port: int, cert: Optional[str]
     watcher = asyncio.create_task(watch_files(server, ctx, cert or "", key or "", interval))
     try:
         await (stop or asyncio.Event()).wait()
+        if shutdown_delay > 0:
+            server.draining = True
+            log.info("atoll webhook draining: still answering for %g s while the Service's endpoints drop this "
+                     "replica", shutdown_delay)
+            await asyncio.sleep(shutdown_delay)
         log.info("atoll webhook stopping: no new connections; answering the requests under way (at most %g s)",
                  shutdown_timeout)
     finally:

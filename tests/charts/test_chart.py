@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import pytest
+import yaml
 
 from engine.kube.webhook import SYSTEM_NAMESPACES
 from engine.kube.webhook_cli import selector_from_text
@@ -102,8 +104,35 @@ def test_the_grace_period_outlasts_a_graceful_stop() -> None:
     from engine.kube.leadership import LEASE_RELEASE_TIMEOUT
     from engine.kube.shutdown import SHUTDOWN_TIMEOUT
 
-    docs = render()
+    grace = render()["Deployment", "rel-atoll-controller"]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
     budget = SHUTDOWN_TIMEOUT + 1.0 + 2 * LEASE_RELEASE_TIMEOUT
-    for name in ("rel-atoll-controller", "rel-atoll-webhook"):
-        grace = docs["Deployment", name]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
-        assert grace == 30 and grace > budget, (name, grace, budget)
+    assert grace == 30 and grace > budget, (grace, budget)
+
+
+@needs_helm
+@pytest.mark.parametrize("delay, grace", [(None, 30), (0, 30), (2.5, 30), (15, 30), (15.5, 31), (40, 55)])
+def test_the_webhook_s_grace_period_outlasts_its_shutdown_delay_and_stop(delay: float | None, grace: int,
+                                                                         tmp_path: Path) -> None:
+    """The webhook keeps answering for --shutdown-delay after SIGTERM (the Service's endpoints still send it
+    reviews), then answers the requests under way for at most SHUTDOWN_TIMEOUT: the grace period covers both
+    with 5 s to spare, and a longer delay raises it. (A values file: `--set` would pass 2.5 as a string.)"""
+    from engine.kube.shutdown import SHUTDOWN_DELAY, SHUTDOWN_TIMEOUT
+
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({} if delay is None else {"webhook": {"shutdownDelay": delay}}))
+    out = helm("template", "rel", str(CHART), "-n", "atoll-system", "-f", str(values))
+    assert out.returncode == 0, out.stderr
+    deployment = next(d for d in yaml.safe_load_all(out.stdout)
+                      if d and d["kind"] == "Deployment" and d["metadata"]["name"] == "rel-atoll-webhook")
+    spec = deployment["spec"]["template"]["spec"]
+    seconds, args = spec["terminationGracePeriodSeconds"], spec["containers"][0]["args"]
+    delay = SHUTDOWN_DELAY if delay is None else delay
+    assert f"--shutdown-delay={delay:g}" in args
+    assert seconds == grace and seconds >= delay + SHUTDOWN_TIMEOUT + 5, (delay, seconds)
+
+
+@needs_helm
+def test_the_webhook_s_shutdown_delay_is_a_bounded_number() -> None:
+    for bad in ("-1", "301", "soon"):
+        out = helm("template", "rel", str(CHART), "--set", f"webhook.shutdownDelay={bad}")
+        assert out.returncode != 0 and "shutdownDelay" in out.stderr, bad

@@ -16,7 +16,7 @@ CONSTRAINTS = CHART / "constraints.txt"
 
 
 def pins() -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     for line in CONSTRAINTS.read_text().splitlines():
         if line.strip() and not line.startswith("#"):
             name, sep, version = line.partition("==")

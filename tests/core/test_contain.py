@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Optional
+from typing import Any, ClassVar, Hashable, Optional
 
 import pytest
 
@@ -28,7 +28,7 @@ class Broken(Plugin):
     key (nothing of the job: it claims one verdict for all), so the engine walks by key, not job by job."""
 
     name = "t-broken"
-    stages = ("admit", "place")
+    stages: ClassVar[tuple[str, ...]] = ("admit", "place")
     broken = True
 
     def _check(self, job: Job) -> None:

@@ -88,7 +88,7 @@ def test_derived_values_are_in_their_slots_when_the_job_is_built() -> None:
     j = job(1, [("a", 3, 2, {CPU: 1000, GPU: 1})])
     for name in model._DERIVED:                  # read straight from the slots, as a specialised read does
         assert getattr(Job, name).__get__(j, Job) is not None
-    assert Job.min_pods.__get__(j, Job) == model.pods_of([({CPU: 1000, GPU: 1}, 2)])   # type: ignore[attr-defined]
+    assert getattr(Job, "min_pods").__get__(j, Job) == model.pods_of([({CPU: 1000, GPU: 1}, 2)])
 
 
 @settings(max_examples=100, deadline=None)

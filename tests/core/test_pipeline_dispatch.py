@@ -13,8 +13,9 @@ from engine.pipeline import Pipeline, _direct, _manager, _positional
 from engine.plugin import Plugin
 
 
-class Answering(Plugin):
-    """Answers every hook from a fixed table; None means "no opinion"."""
+class Told(Plugin):
+    """Answers from a fixed table; None means "no opinion". Its subclasses' admit hooks take different arguments
+    (pluggy calls each by its own parameter names), so the table holds none."""
 
     stages = ("admit", "place")
 
@@ -24,14 +25,18 @@ class Answering(Plugin):
         self.calls: list[str] = []
 
     @hookimpl
-    def atoll_admit(self, job: Job) -> Optional[Refusal]:        # a subset of the arguments, as allowed
-        self.calls.append("admit")
-        return Refusal(self.admit_reason, self.label) if self.admit_reason else None
-
-    @hookimpl
     def atoll_filter(self, job: Job, clusters: list[Cluster], state: Any) -> Optional[dict[str, str]]:
         self.calls.append("filter")
         return self.filtered
+
+
+class Answering(Told):
+    """Answers every hook from the table."""
+
+    @hookimpl
+    def atoll_admit(self, job: Job) -> Optional[Refusal]:        # a subset of the arguments, as allowed
+        self.calls.append("admit")
+        return Refusal(self.admit_reason, self.label) if self.admit_reason else None
 
 
 def answering(label: str, admit: Optional[str], filtered: Optional[dict[str, str]]) -> Answering:
@@ -63,7 +68,7 @@ def test_direct_calls_equal_pluggy_calls(answers: list[tuple[Optional[str], Opti
     assert [p.calls for p in ours] == [p.calls for p in theirs]      # same plugins called, same order
 
 
-class Both(Answering):
+class Both(Told):
     """Its admit takes every argument of the spec, in order: ``_positional`` calls it with both as they are."""
 
     @hookimpl
@@ -74,7 +79,7 @@ class Both(Answering):
 
 @pytest.mark.parametrize("answers", CASES)
 def test_two_argument_calls_equal_pluggy_calls(answers: list[tuple[Optional[str], Optional[dict[str, str]]]]) -> None:
-    def plugins() -> list[Answering]:
+    def plugins() -> list[Told]:
         return [type(f"Both_{i}", (Both,), {"name": f"p{i}"})(f"p{i}", admit, None)
                 for i, (admit, _) in enumerate(answers)]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from engine.core.scheduler import Engine
 from engine.model import Job, JobState, Preemption, Task
@@ -21,7 +21,7 @@ Config = dict[str, Any]
 ROOT_POLICY = Path(__file__).resolve().parents[2] / "policies" / "default.yaml"
 
 
-def make(preempt: Optional[Config] = None, capacity: Optional[Config] = None, extra: list[Any] = ()) -> Engine:
+def make(preempt: Optional[Config] = None, capacity: Optional[Config] = None, extra: Sequence[Any] = ()) -> Engine:
     jp, gang = JobPriority({}, None), Gang({}, None)
     stages: dict[str, list[Any]] = {
         "enqueue": [jp], "order": [QueuePriority({}, None), jp, Fifo({}, None)],
@@ -261,9 +261,9 @@ def test_a_job_like_one_that_found_no_victim_this_cycle_does_not_search_again() 
     searches = []
     original = core.VictimSearch.run
 
-    def counting(self: core.VictimSearch, j: Job, rules: list[core.PreemptRule]) -> Optional[core.Found]:
-        searches.append(j.id)
-        return original(self, j, rules)
+    def counting(self: core.VictimSearch, job: Job, rules: list[core.PreemptRule]) -> Optional[core.Found]:
+        searches.append(job.id)
+        return original(self, job, rules)
 
     core.VictimSearch.run = counting          # type: ignore[method-assign]
     try:
@@ -294,9 +294,9 @@ def test_a_key_that_fitted_in_what_evictions_free_asks_that_first_next_time() ->
     searches: list[tuple[str, int, int, tuple[str, ...]]] = []
     original = core.VictimSearch.run
 
-    def counting(self: core.VictimSearch, j: Job, rules: list[core.PreemptRule]) -> Optional[core.Found]:
-        found = original(self, j, rules)
-        searches.append((j.id, self.visited, self.dry_runs, tuple(v.id for v in found.victims) if found else ()))
+    def counting(self: core.VictimSearch, job: Job, rules: list[core.PreemptRule]) -> Optional[core.Found]:
+        found = original(self, job, rules)
+        searches.append((job.id, self.visited, self.dry_runs, tuple(v.id for v in found.victims) if found else ()))
         return found
 
     core.VictimSearch.run = counting          # type: ignore[method-assign]

@@ -133,7 +133,7 @@ def _reported(c: Cluster, nodes: bool, **changes: Any) -> Cluster:
 
 
 def _cluster_copy(c: Cluster, **changes: Any) -> Cluster:
-    fields = dict(name=c.name, labels=dict(c.labels), ready=c.ready, allocatable=dict(c.allocatable),
+    fields: dict[str, Any] = dict(name=c.name, labels=dict(c.labels), ready=c.ready, allocatable=dict(c.allocatable),
                   allocated=dict(c.allocated), allocating=dict(c.allocating), status_time=c.status_time)
     fields.update(changes)
     return Cluster(**fields)

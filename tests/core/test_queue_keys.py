@@ -9,7 +9,7 @@ which asks every key again in every cycle.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Hashable, Iterator
 from unittest.mock import MagicMock
 
 from engine.core.scheduler import Engine
@@ -45,7 +45,7 @@ def _engine(policy: str = "default.yaml") -> tuple[Engine, Asked]:
     """An engine whose order plugins' calls are recorded."""
     pipeline = load_policy(ROOT / "policies" / policy).pipeline
     spy = MagicMock(wraps=pipeline.queue_order_positional)
-    pipeline.queue_order_positional = spy            # type: ignore[method-assign]
+    pipeline.queue_order_positional = spy
     calls = Asked(spy)
     engine = Engine(pipeline)
     for name in ("m0", "m1"):
@@ -68,7 +68,7 @@ def _fresh(engine: Engine, name: str, candidate: Any) -> tuple:
 
 def _assert_cache_current(engine: Engine) -> int:
     """Every cached key the engine would serve now equals the plugins' answer now; returns how many."""
-    jobs = {j.shape_key: j for j in engine.state.jobs.values()}     # the cache is keyed by Job.shape_key
+    jobs: dict[Hashable, Job] = {j.shape_key: j for j in engine.state.jobs.values()}     # the cache is keyed by Job.shape_key
     checked = 0
     for name, by_shape in engine._queue_keys.items():
         for shape, (_, key) in list(by_shape.items()):

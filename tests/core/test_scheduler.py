@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from engine.core.scheduler import Engine
 from engine.hookspecs import hookimpl
@@ -30,7 +30,7 @@ class Quota(Plugin):
     stages = ("admit",)
 
     @hookimpl
-    def atoll_admit(self, job: Job, state) -> Optional[Refusal]:  # type: ignore[no-untyped-def]
+    def atoll_admit(self, job: Job, state: Any) -> Optional[Refusal]:
         queue = state.queues[job.queue]
         cap = queue.capability or {}
         used = queue.allocated.get("cpu", 0)

@@ -58,7 +58,10 @@ def checked() -> Iterator[dict[str, int]]:
         answer = original(self, queue, at)
         if answer:
             counts["held"] += 1
-            searches = [read[1] for read in self._searches[queue]]
+            searches = []
+            for read in self._searches[queue]:
+                assert isinstance(read, tuple)              # ("victims", watch or room): engine.core.idle._searching
+                searches.append(read[1])
             counts["rooms"] += any(isinstance(search, Room) for search in searches)
             for search in searches:
                 assert _afresh(search), f"{queue}: {search!r} no longer holds, but was taken to"
@@ -196,7 +199,7 @@ def test_a_candidate_leaving_wakes_a_room_that_counts_its_candidates() -> None:
     log = CandidateLog(index.candidate, lambda: index.version)
     index.log = log
     job = _job("j0", "q", 0, 1000, "a")
-    job.admitted_at, job.placement = 1.0, {"a": 1}
+    job.admitted_at, job.placement = 1.0, {"a": {"t": 1}}
     index.add(job, 0, fresh=False)
     rule = PreemptRule("priority", "priority-preemption", lambda queue: ANY)
     room = Room({CPU: 8000}, [(rule, {"a": {CPU: 2000}}, 2)], state, index, log, log.end, False)

@@ -211,7 +211,7 @@ def test_an_elastic_job_wakes_where_one_replica_fits() -> None:
         for job in (_job(0, 2, 1000), _job(1, 2, 1000), big):
             pair.both("submit", lambda job=job: (_copy(job),))
         pair.cycle()
-        placed = {j.id: j.placement for j in pair.pruned.state.jobs.values()}
+        placed = {j.id: j.placement or {} for j in pair.pruned.state.jobs.values()}
         assert list(placed["ns/j0"]) == list(placed["ns/j1"]) == ["a"] and list(placed["ns/mem"]) == ["b"]
         elastic = Job("ns/e", "e", "ns", queue="q", submit_time=3.0,
                       tasks=[Task("t", 3, 0, {CPU: 1000, MEMORY: GI})])

@@ -20,7 +20,7 @@ APIS = ["/api/queues", "/api/jobs", "/api/jobs/default/b1", "/api/clusters", "/a
 STATIC = Path(dashboard.__file__).resolve().parent / "static"
 
 
-async def client_for(hostile: bool = False):  # type: ignore[no-untyped-def]
+async def client_for(hostile: bool = False):
     source, engine, clock = known_source(hostile)
     client = TestClient(TestServer(dashboard.make_app(source)))
     await client.start_server()
@@ -118,10 +118,10 @@ def test_the_change_check_does_no_per_job_work() -> None:
     source, engine, _ = known_source()
     hub = dashboard.Hub(source)
 
-    class Untouchable(dict):  # type: ignore[type-arg]
-        def values(self):  # type: ignore[no-untyped-def]
+    class Untouchable(dict):
+        def values(self):
             raise AssertionError("the change check iterated the jobs")
-        items = __iter__ = values  # type: ignore[assignment]
+        items = __iter__ = values
 
     engine.state.jobs = Untouchable(engine.state.jobs)
     hub.fingerprint()

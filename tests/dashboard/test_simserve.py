@@ -14,6 +14,7 @@ import aiohttp
 from engine.dashboard.simserve import serve_simulation
 from engine.dashboard.source import PolicyLog
 from engine.sim.driver import Simulation, simulate
+from engine.sim.outcome import SimResult
 from engine.sim.report import build_report
 from tests.sim.helpers import pipeline, scenario
 from tests.sim.test_report_cli import SCENARIO
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 async def test_paced_run_serves_live_state_and_matches_the_batch_run() -> None:
     urls: list[str] = []
-    results = []
+    results: list[SimResult] = []
     sim = Simulation(scenario(SCENARIO), pipeline(), "plain")
     # 20 jobs of 60 s in 10-job waves: ~120 simulated seconds at 100x is ~1.2 s of wall time
     task = asyncio.create_task(serve_simulation(sim, PolicyLog(), 100.0, "127.0.0.1", 0, urls.append,

@@ -72,7 +72,8 @@ def test_job_detail_explains_each_cluster_and_shows_history() -> None:
     assert "free now: fleet cpu=0" in data["explain"]
     engine.state.clusters["m2"].ready = False
     engine.state._ready = None                                         # what upsert_cluster would reset
-    assert by_name(jobs.job_view(source, "default/b1")["clusters"], "cluster")["m2"]["reason"] == \
+    data = jobs.job_view(source, "default/b1")
+    assert data is not None and by_name(data["clusters"], "cluster")["m2"]["reason"] == \
         "cluster is not ready"
     assert jobs.job_view(source, "default/none") is None
 
@@ -131,7 +132,7 @@ def test_no_engine_gives_empty_pages_not_errors() -> None:
 def test_view_model_is_tolerant_of_fields_other_helpers_add() -> None:
     source, engine, _ = known_source(hostile=True)
     job = engine.state.jobs["default/a1"]
-    job.preemptions = 3                                                  # type: ignore[attr-defined]
+    job.preemptions = 3
     row = next(r for r in jobs.jobs_view(source, {"q": "a1"})["rows"])
     assert row["preemptions"] == 3
     hostile = jobs.job_view(source, f"default/{HOSTILE}")
@@ -150,5 +151,5 @@ def test_positions_from_the_engine_index_equal_the_rebuilt_order() -> None:
     try:
         assert jobs.positions(engine, queues) == fast and len(fast) == 300
     finally:
-        engine._pending = index                              # type: ignore[attr-defined]
+        engine._pending = index
     assert sorted(p for j, p in fast.items() if engine.state.jobs[j].queue == "team-00") == list(range(1, 31))

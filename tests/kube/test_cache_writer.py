@@ -230,8 +230,10 @@ async def test_a_list_answer_that_is_no_list_deletes_nothing(fake: tuple[FakeApi
     custom = client.CustomObjectsApi(api_client)
     fn = functools.partial(custom.list_cluster_custom_object, "work.karmada.io", "v1alpha2", "resourcebindings")
     seen: list[tuple[str, str]] = []
-    cache = WatchCache("rb", fn, lambda e, new, old: seen.append((e, (new or old)["metadata"]["name"])),
-                       timeout_seconds=30, max_backoff=0.05)
+
+    def handler(event: str, new: Any, old: Any) -> None:
+        seen.append((event, (new or old)["metadata"]["name"]))
+    cache = WatchCache("rb", fn, handler, timeout_seconds=30, max_backoff=0.05)
     await cache.relist()
     api.bogus_lists = 2
     with pytest.raises(Exception, match="no resourceVersion"):

@@ -480,7 +480,8 @@ def test_a_forged_pause_stamp_cannot_put_a_job_ahead_of_the_line() -> None:
          o.binding(late, created="2026-11-22T21:00:10Z", annotations={PAUSED_ANNOTATION: "2000-01-01T00:00:00.000000Z"}))
     assert [p.ref.name for p in patches(ctl.step(1.0), "admit")] == ["early-job"]
     late_binding = ctl.bindings["team-a/late-job"]
-    assert Controller._submit_time(late_binding) == plan.parse_stamp("2026-11-22T21:00:10Z") - CLOCK_SKEW
+    created = plan.parse_stamp("2026-11-22T21:00:10Z")
+    assert created is not None and Controller._submit_time(late_binding) == created - CLOCK_SKEW
     honest = o.binding(late, created="2026-11-22T21:00:10Z", annotations={PAUSED_ANNOTATION: "2026-11-22T21:00:09.5Z"})
     assert Controller._submit_time(honest) == plan.parse_stamp("2026-11-22T21:00:09.5Z")   # within the skew: its own
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, AsyncIterator, Optional
 
+import aiohttp
 import pytest
 from aiohttp import web
 
@@ -24,6 +25,7 @@ from engine.kube.plan import BindingRef, Event, Patch
 from engine.kube.runner import Options, Runner
 from engine.kube.shutdown import Shutdown
 from engine.kube.webhook import ManagedSelector
+from engine.kube.webhook_bench import sample_review
 from engine.kube.webhook_server import WebhookServer, serve
 from tests.kube.fake_server import api_client_for
 
@@ -215,7 +217,9 @@ async def test_the_leader_releases_its_lease_on_stop_and_a_standby_takes_over_at
         took_over.set()
     standby_cfg = electionconfig.Config(LeaseLock("atoll-controller", "atoll-system", "standby", api_client),
                                         lease_duration=15, renew_deadline=10, retry_period=2,
-                                        onstarted_leading=standby_leads, onstopped_leading=None)
+                                        onstarted_leading=standby_leads,
+                                        # its LeaderElection checks for None; the stub's annotation omits it
+                                        onstopped_leading=None)  # type: ignore[arg-type]
     standby = asyncio.create_task(leaderelection.LeaderElection(standby_cfg).run())
     try:
         await asyncio.sleep(2.5)                          # the standby tried, and stands by
@@ -259,19 +263,64 @@ async def test_the_webhook_server_returns_when_asked_to_stop() -> None:
     await asyncio.wait_for(task, 5)
 
 
-def test_atoll_webhook_exits_0_on_sigterm() -> None:
+async def test_the_webhook_keeps_answering_for_its_shutdown_delay_then_stops() -> None:
+    """Asked to stop, it answers reviews as before for ``shutdown_delay`` (the Service's endpoints still send
+    it some), each answer closing its connection and /readyz 503; then the listener closes and serve returns."""
+    stop = asyncio.Event()
+    bound: list[int] = []
+    server = WebhookServer(ManagedSelector())
+    task = asyncio.create_task(serve(server, "127.0.0.1", 0, None, None, started=bound.append, stop=stop,
+                                     shutdown_delay=1.0))
+    await until(lambda: bool(bound))
+    url = f"http://127.0.0.1:{bound[0]}"
+    async with aiohttp.ClientSession() as http:
+        async with http.get(url + "/readyz") as r:
+            assert r.status == 200
+        stop.set()
+        stopped_at = time.monotonic()
+        await until(lambda: server.draining)
+        body = sample_review(0)
+        async with http.post(url + "/mutate", json=body) as r:
+            assert r.status == 200 and r.headers["Connection"] == "close"
+            assert (await r.json())["response"]["uid"] == body["request"]["uid"]
+        async with http.get(url + "/readyz") as r:
+            assert r.status == 503
+        assert not task.done()
+        await asyncio.wait_for(task, 5)
+        assert time.monotonic() - stopped_at >= 1.0
+        with pytest.raises(aiohttp.ClientConnectionError):       # the listener is closed
+            async with http.get(url + "/healthz"):
+                pass
+
+
+def _start_webhook(*flags: str) -> tuple[subprocess.Popen[str], int, list[str]]:
+    """``atoll webhook`` on a free port, once it listens; returns the process, its port and its log so far."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "webhook", "--insecure-http", "--host",
-                             "127.0.0.1", "--port", str(port)], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+                             "127.0.0.1", "--port", str(port), *flags], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if "listening on" in line:
+            break
+    return proc, port, lines
+
+
+def _read_until(proc: subprocess.Popen[str], lines: list[str], text: str) -> None:
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        lines.append(line)
+        if text in line:
+            return
+    raise AssertionError(f"{text!r} never logged:\n" + "".join(lines))
+
+
+def test_atoll_webhook_exits_0_on_sigterm() -> None:
+    proc, _, lines = _start_webhook("--shutdown-delay=0")          # 0: the listener closes at once
     try:
-        assert proc.stderr is not None
-        lines = []
-        for line in proc.stderr:
-            lines.append(line)
-            if "listening on" in line:
-                break
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
     finally:
@@ -280,6 +329,48 @@ def test_atoll_webhook_exits_0_on_sigterm() -> None:
             proc.wait()
     assert proc.returncode == 0, "".join(lines) + err
     assert "SIGTERM received; stopping gracefully" in err and "atoll webhook stopped" in err
+    assert "draining" not in err
+
+
+def test_atoll_webhook_answers_during_its_shutdown_delay_then_exits_0() -> None:
+    proc, port, lines = _start_webhook("--shutdown-delay=2")
+    try:
+        proc.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        _read_until(proc, lines, "draining")
+        body = json.dumps(sample_review(1)).encode()
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:     # a review sent meanwhile
+            conn.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            answer = b""
+            while chunk := conn.recv(65536):          # to the end: the answer closes the connection
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200") and b'"allowed":true' in answer.replace(b" ", b"")
+        _, err = proc.communicate(timeout=20)
+        took = time.monotonic() - signalled
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, "".join(lines) + err
+    assert took >= 2.0 and "atoll webhook stopped" in err
+
+
+def test_a_second_signal_during_the_shutdown_delay_exits_at_once() -> None:
+    proc, _, lines = _start_webhook("--shutdown-delay=60")
+    try:
+        proc.send_signal(signal.SIGTERM)
+        _read_until(proc, lines, "draining")
+        again = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+        took = time.monotonic() - again
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, "".join(lines) + err           # engine.kube.shutdown.FORCED_EXIT
+    assert took < 5 and "SIGTERM again while stopping; exiting at once" in err
 
 
 async def test_a_leader_whose_lead_fails_gives_the_lease_up_and_exits_with_its_error(

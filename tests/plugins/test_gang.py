@@ -6,13 +6,13 @@ import pytest
 
 from engine.core.state import FleetState
 from engine.errors import InputError
-from engine.model import JobState, Refusal
+from engine.model import Cluster, JobState, Refusal
 from plugins.gang import Gang
 
 from tests.plugins._fleet import cluster, engine, job, task
 
 
-def state_with(*clusters):  # type: ignore[no-untyped-def]
+def state_with(*clusters: Cluster) -> FleetState:
     s = FleetState()
     for c in clusters:
         s.upsert_cluster(c)

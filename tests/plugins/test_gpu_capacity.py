@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.core.state import FleetState
-from engine.model import Cluster, JobState, Queue
+from engine.model import Cluster, Job, JobState, Queue
 from plugins.gang import Gang
 from plugins.gpu_capacity import GpuCapacity
 
@@ -22,7 +22,7 @@ def fleet() -> FleetState:
     return s
 
 
-def gpu_job(n: int, model: str = "", replicas: int = 1, queue: str = "q", annotate: bool = False):  # type: ignore[no-untyped-def]
+def gpu_job(n: int, model: str = "", replicas: int = 1, queue: str = "q", annotate: bool = False) -> Job:
     meta = {"atoll.dev/gpu-model": model} if model else {}
     return job("j", task("w", replicas, cpu="1", nvidia_com_gpu=str(n)), queue=queue,
                labels={} if annotate else meta, annotations=meta if annotate else {})

@@ -6,7 +6,7 @@ import pytest
 
 from engine.policy.cel import CelCompiler
 from engine.errors import InputError
-from engine.model import JobState
+from engine.model import Job, JobState
 from plugins.fifo import Fifo
 from plugins.job_priority import JobPriority
 from plugins.queue_resolve import QueueResolve
@@ -95,10 +95,10 @@ def test_cel_priority_is_computed_once_per_job_version() -> None:
     calls = 0
     evaluate = prio._evaluate
 
-    def counting(j):  # type: ignore[no-untyped-def]
+    def counting(job: Job) -> int:
         nonlocal calls
         calls += 1
-        return evaluate(j)
+        return evaluate(job)
 
     prio._evaluate = counting  # type: ignore[method-assign]
     engine = engine_with(enqueue=[prio], order=[prio])

@@ -104,7 +104,7 @@ def test_binpack_rescores_only_the_clusters_touched_since() -> None:
         state.hold(booked)
         scores = plugin.atoll_score(make_job([((0, 8000), 1, 0)], 2), clusters, state)
     finally:
-        module.utilisation_scores = real    # type: ignore[assignment]
+        module.utilisation_scores = real
     assert computed == [6, 1]
     assert scores["c3"] > scores["c0"] == scores["c5"]
 

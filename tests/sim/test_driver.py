@@ -6,6 +6,8 @@ import json
 import random
 from typing import Optional
 
+import pytest
+
 from engine.core.state import FleetState
 from engine.hookspecs import hookimpl
 from engine.model import Job, Refusal, Task
@@ -71,7 +73,7 @@ def test_member_gang_binds_all_or_nothing() -> None:
     assert member.schedule() == {"small"} and member.allocated == {"cpu": 3000} and not member.allocating
 
 
-def test_whether_a_portion_could_ever_fit_costs_nodes_plus_replicas_not_their_product(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_whether_a_portion_could_ever_fit_costs_nodes_plus_replicas_not_their_product(monkeypatch: pytest.MonkeyPatch) -> None:
     """First fit restarted from the first node for every replica: a 60,000-replica job on 2 x 50,000 one-cpu nodes (a
     scenario within the limits) ran ``fits`` ~10^9 times, and `atoll simulate` had not ended after 60 s. Free capacity
     only falls while the portion is laid out, so the first node that fits a task's pod never moves back."""
@@ -289,7 +291,7 @@ class FailsOnce(Plugin):
         return None
 
 
-def test_a_plugin_error_fails_one_judging_of_one_job_and_the_run_goes_on(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_plugin_error_fails_one_judging_of_one_job_and_the_run_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
     from engine.core import contain
     monkeypatch.setattr(contain, "STRICT", False)
     body = f"""

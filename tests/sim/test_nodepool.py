@@ -53,10 +53,10 @@ def test_grade_counts_kept_per_node_equal_a_full_count(nodes: int, data: Any) ->
             member.nodes.give(node, request)
         else:
             request = {**data.draw(st.sampled_from(REQUESTS)), "pods": 1}
-            node = member.nodes.first_fit(request)
-            if node is not None:
-                member.nodes.take(node, request)
-                placed.append((node, request))
+            fit = member.nodes.first_fit(request)
+            if fit is not None:
+                member.nodes.take(fit, request)
+                placed.append((fit, request))
         if data.draw(st.booleans()):
             frees = [f for f in member.free if f.get("pods", 0) > 0]
             assert member.allocatable_modelings() == count_grades(grades, frees)
