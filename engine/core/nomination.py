@@ -55,7 +55,8 @@ class Preemptions:
         # returns at once (never in the exhaustive reference engine, which runs every search). Within a cycle no job
         # becomes a candidate and queue usage only rises (admissions), but rising usage can open candidates: a queue
         # rising above its guarantee opens its older jobs to reclaim (``index``), a victim queue's line rising
-        # clears a guarantee floor, fair share weighs victim queues' usage. So a search that read no more than the
+        # clears a guarantee floor, fair share weighs victim queues' usage; and a candidate leaving (evicted) lets a
+        # search cut short by max_candidates reach further. So a search that read no more than the
         # candidates and its declared reads (the searches that park; the reads admissions move, reclaim's own
         # queue usage, only take rules away as they rise) holds for the rest of the cycle until some queue rises
         # above its guarantee (``usage_changed``); any other (a guarantee floor, the max_candidates cut: volatile;
