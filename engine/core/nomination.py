@@ -51,9 +51,21 @@ class Preemptions:
         self.deadline: dict[str, float] = {}           # nominee -> when its booking is given up
         self.awaiting: set[str] = set()                # nominees whose victims are all gone
         self._dry_runs = [DRY_RUNS_PER_CYCLE]
-        # keys (see _key) of jobs that found no eligible victim at all this cycle: within a cycle capacity
-        # and candidates only shrink, so a job with the same key finds none either
+        # keys (see _key) of jobs that found no eligible victim at all this cycle, so that a job with the same key
+        # returns at once (never in the exhaustive reference engine, which runs every search). Within a cycle no job
+        # becomes a candidate and queue usage only rises (admissions), but rising usage can open candidates: a queue
+        # rising above its guarantee opens its older jobs to reclaim (``index``), a victim queue's line rising
+        # clears a guarantee floor, fair share weighs victim queues' usage; and a candidate leaving (evicted) lets a
+        # search cut short by max_candidates reach further. So a search that read no more than the
+        # candidates and its declared reads (the searches that park; the reads admissions move, reclaim's own
+        # queue usage, only take rules away as they rise) holds for the rest of the cycle until some queue rises
+        # above its guarantee (``usage_changed``); any other (a guarantee floor, the max_candidates cut: volatile;
+        # a plugin declaring no reads, e.g. reclaim's fair share) only while no job is admitted and no candidate
+        # leaves (tests/core/test_hopeless_in_cycle.py)
         self._hopeless: set[Hashable] = set()
+        self._hopeless_here: set[Hashable] = set()
+        self._admissions = 0                                # jobs indexed fresh (admitted), ever
+        self._here_at: tuple[int, int] = (-1, -1)           # (_admissions, running.version) _hopeless_here is for
         # keys whose last search ended "fits in what evictions under way free": their next search asks that first
         # (VictimSearch's expect_coming), without walking the candidates to its first dry run again
         self._coming: set[Hashable] = set()
@@ -80,6 +92,7 @@ class Preemptions:
         self.running.settle()
         self._dry_runs = [DRY_RUNS_PER_CYCLE]
         self._hopeless.clear()
+        self._hopeless_here.clear()
         dirty.update(self.awaiting)
 
     # -- victims ---------------------------------------------------------------------------------
@@ -87,6 +100,8 @@ class Preemptions:
         if self.pipeline.has_preempt:
             rank = self.pipeline.victim_rank(job=job, state=self.state)
             self.running.add(job, job.priority if rank is None else rank, fresh)
+            if fresh:
+                self._admissions += 1
             if fresh and self.park:
                 # a candidate from the next cycle on (logged then); but its queue may have just gone above its
                 # guarantee, which opens its older jobs to reclaim now (engine.core.searchwake)
@@ -116,9 +131,17 @@ class Preemptions:
         return not self.running or self._dry_runs[0] <= 0
 
     def hopeless(self, job: Job) -> bool:
-        """``job``'s key found no eligible victim this cycle: its ``attempt`` returns at once (engine.core.settle)."""
+        """``job``'s key found no eligible victim this cycle, and still would: its ``attempt`` returns at once
+        (engine.core.settle)."""
         key = self._key(job)
-        return key is not None and key in self._hopeless
+        return key is not None and (key in self._hopeless or key in self._hopeless_here and self._still_here())
+
+    def _still_here(self) -> bool:
+        """No job admitted and no candidate gone since ``_hopeless_here`` was filled (else it is emptied)."""
+        if self._here_at == (self._admissions, self.running.version):
+            return True
+        self._hopeless_here.clear()
+        return False
 
     def attempt(self, job: Job, now: float, fit: Callable[[Job], Optional[Placement]]
                 ) -> tuple[Optional[Preemption], Optional[float]]:
@@ -132,7 +155,7 @@ class Preemptions:
         if not self.running or self._dry_runs[0] <= 0:   # nobody to evict, or this cycle's budget is spent
             return None, None
         key = self._key(job)
-        if key is not None and key in self._hopeless:
+        if key is not None and (key in self._hopeless or key in self._hopeless_here and self._still_here()):
             return None, None
         seen = self._log.end
         if self.park and key is not None and self.parked(job, key) is not None:
@@ -160,9 +183,12 @@ class Preemptions:
                 self._coming.discard(key)
         if found is None:
             if key is not None and search.hopeless and search.protected_until is None:
-                self._hopeless.add(key)
-                if self.park and not search.volatile:
-                    self._park(job, key, rules, seen)
+                if self.park and not search.volatile and self._park(job, key, rules, seen):
+                    self._hopeless.add(key)
+                elif self.park:
+                    if not self._still_here():
+                        self._here_at = (self._admissions, self.running.version)
+                    self._hopeless_here.add(key)
             elif key is not None and self.park and search.protected_until is None and not search.volatile \
                     and not search.tried and search.rooms:
                 # candidates met, no dry run: parked on the room it lacked too (engine.core.searchroom)
@@ -188,10 +214,11 @@ class Preemptions:
 
     # -- parked searches (engine.core.searchwake) ---------------------------------------------------
     def _park(self, job: Job, key: Hashable, rules: Optional[list[PreemptRule]], seen: int,
-              room: Optional[Room] = None) -> None:
+              room: Optional[Room] = None) -> bool:
+        """Park the search of ``key``; False when a preempt plugin declares no reads (never parked)."""
         declared = self.pipeline.preempt_reads(job, self.state)
         if declared is None:
-            return
+            return False
         assert self._reads is not None
         # Not whether evictions under way free enough for the job (FleetState.freeing): only a dry run reads it,
         # and a parked search ran none and, while its watch or room holds, would run none again
@@ -208,6 +235,7 @@ class Preemptions:
                     self._watches.clear()
                 self._watches[shared] = watch
         self._parked[key] = ParkedSearch(watch, self._reads.signature(reads), room)
+        return True
 
     def parked(self, job: Job, key: Optional[Hashable] = None) -> Optional[ParkedSearch]:
         """The parked search of ``job``'s preempt key while it still holds, else None."""
@@ -241,7 +269,9 @@ class Preemptions:
         return self.running.candidate(job_id)
 
     def usage_changed(self, queue: str) -> None:
-        """A queue's usage changed without a job becoming a candidate: every search that looks at it wakes."""
+        """A queue's usage changed without a job becoming a candidate: every search that looks at it wakes, and a
+        key found hopeless earlier in this cycle is no longer known to be (its older jobs may be candidates now)."""
+        self._hopeless.clear()
         if self.park:
             self._log.add(queue, -ANY)
 
