@@ -1,8 +1,14 @@
-"""Killing the leading controller mid-stream loses no job and admits none twice; a standby takes over the Lease."""
+"""Stopping the leading controller mid-stream loses no job and admits none twice; a standby takes over the Lease.
+
+Two ways it stops: SIGKILL (a node dies: the standby waits for the Lease to expire, 15 s) and SIGTERM (a rollout or a
+drain: the leader finishes its writes in flight, releases the Lease the way client-go does, and exits 0, so the
+standby takes over at its next retry instead of after the Lease's duration)."""
 
 from __future__ import annotations
 
 import contextlib
+import signal
+import subprocess
 import time
 import urllib.error
 from pathlib import Path
@@ -25,8 +31,9 @@ JOBS = 12          # 1 pod x 30 cpu each; the fleet has 4 such slots, so they go
 
 
 
-def test_kill_leader_mid_stream_standby_takes_over_nothing_lost_nothing_twice(
-        fleet: FleetHandle, host: Kube, ns: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["sigkill", "sigterm"])
+def test_stop_leader_mid_stream_standby_takes_over_nothing_lost_nothing_twice(
+        fleet: FleetHandle, host: Kube, ns: str, tmp_path: Path, how: str) -> None:
     host.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": POLICY_NS}})
     cm, lease = unique("policy"), unique("lease")
     host.apply(policy_configmap(cm, (REPO / "policies" / "default.yaml").read_text()))
@@ -48,13 +55,26 @@ def test_kill_leader_mid_stream_standby_takes_over_nothing_lost_nothing_twice(
                 propagate(host, j, fleet.members)
             until("the first wave admitted", lambda: sum(admitted(host, j) is not None for j in jobs) >= 2, 60)
             killed_at = time.time()          # a's admitted-at stamps (this host's clock) are all before this
-            ctl_a.kill()                                        # SIGKILL mid-stream
+            if how == "sigkill":
+                ctl_a.kill()                                    # SIGKILL mid-stream
+            else:
+                ctl_a.proc.send_signal(signal.SIGTERM)          # a graceful stop mid-stream
+                try:
+                    code = ctl_a.proc.wait(60)                  # its stop budget: 10 s of writes, 5 s for the Lease
+                except subprocess.TimeoutExpired:
+                    pytest.fail(f"controller a still running 60 s after SIGTERM:\n{ctl_a.log_tail()}")
+                assert code == 0, f"exit status {code} after SIGTERM:\n{ctl_a.log_tail()}"
+                assert "a released the leader Lease" in ctl_a.log.read_text(), ctl_a.log_tail()
+                holder = (host.get_or_none(f"/apis/coordination.k8s.io/v1/namespaces/{POLICY_NS}/leases/{lease}")
+                          or {}).get("spec", {}).get("holderIdentity")
+                assert holder in ("", None, "b"), holder            # released: nobody, or b already
             before = {rb_name(j): annotations_of(rb)["atoll.dev/admitted-at"]
                       for j in jobs if (rb := admitted(host, j)) is not None}
             assert 2 <= len(before) < JOBS, before
             until("controller b takes the Lease", lambda: (host.get_or_none(
                 f"/apis/coordination.k8s.io/v1/namespaces/{POLICY_NS}/leases/{lease}") or {}).get("spec", {}).get(
                 "holderIdentity") == "b", 60)
+            print(f"\n{how}: controller b leads {time.time() - killed_at:.1f} s after a was stopped")
             until(f"all {JOBS} jobs admitted", lambda: all(admitted(host, j) is not None for j in jobs), 240,
                   show=lambda: [(rb_name(j), admitted(host, j) is not None) for j in jobs])
             for name, stamp in before.items():               # adopted by b, not admitted again
