@@ -279,10 +279,11 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
     table.add_row("makespan", f"{_fmt(s['makespan'], 's')}{ratio}")
     table.add_row("partial gangs", str(s["partialGangs"]))
     st = s["stalled"]
-    table.add_row("stalled after admission", f"{st['attempts']} attempts ({st['beyondTwoStatusPeriods']} over two status "
-                                             f"periods), {_fmt(st['seconds'], 's')} in all, max {_fmt(st['maxSeconds'], 's')}"
-                                             + (f"; {st['neverPlaced']} never placed by karmada-scheduler"
-                                                if st["neverPlaced"] else ""))
+    # none stalled: no total and no "max undefined" to read
+    stalled = (f"{st['attempts']} attempts ({st['beyondTwoStatusPeriods']} over two status periods), "
+               f"{_fmt(st['seconds'], 's')} in all, max {_fmt(st['maxSeconds'], 's')}") if st["attempts"] else "0 attempts"
+    table.add_row("stalled after admission", stalled + (f"; {st['neverPlaced']} never placed by karmada-scheduler"
+                                                        if st["neverPlaced"] else ""))
     table.add_row("attempts", ", ".join(f"{n} {k}" for k, n in s["attempts"]["byOutcome"].items()) or "0")
     table.add_row("wait (submit to start)", f"p50 {_fmt(s['wait']['p50'], 's')}, p95 {_fmt(s['wait']['p95'], 's')}, "
                                             f"max {_fmt(s['wait']['max'], 's')}")

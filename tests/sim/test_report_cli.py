@@ -156,3 +156,22 @@ def test_a_negative_seed_is_a_usage_error_as_in_a_scenario(capsys: pytest.Captur
     with pytest.raises(SystemExit) as exc:
         main(["simulate", "scenarios/quickstart.yaml", "--seed", "-1"])
     assert exc.value.code == 2 and "--seed: must be 0 or more, got -1" in capsys.readouterr().err
+
+
+def test_summary_stalled_row_reads_without_undefined(tmp_path: Path) -> None:
+    """No attempt stalled: the row says so, not "0s in all, max undefined"; stalled attempts show their total and max."""
+    out = tmp_path / "r.json"
+    assert cli.run(args(str(scenario_file(tmp_path)), "--policy", "mine.yaml", "--report", str(out)),
+                   loader=loader, console=Console(record=True, width=160)) == 0
+    report = json.loads(out.read_text())
+
+    def row(stalled: dict) -> str:
+        report["summary"]["stalled"].update(stalled)
+        console = Console(record=True, width=200)
+        cli.print_summary(report, console)
+        return next(line for line in console.export_text().splitlines() if "stalled after admission" in line)
+
+    none = row({"attempts": 0, "beyondTwoStatusPeriods": 0, "seconds": 0.0, "maxSeconds": None, "neverPlaced": 0})
+    assert "0 attempts" in none and "undefined" not in none and "in all" not in none
+    some = row({"attempts": 3, "beyondTwoStatusPeriods": 1, "seconds": 42.0, "maxSeconds": 30.0, "neverPlaced": 2})
+    assert "3 attempts (1 over two status periods), 42.0s in all, max 30.0s; 2 never placed" in some
