@@ -6,6 +6,7 @@ client and leader election on the wire)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -15,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, AsyncIterator, Optional
+from typing import Any, AsyncIterator, Iterator, Optional
 
 import aiohttp
 import pytest
@@ -293,8 +294,10 @@ async def test_the_webhook_keeps_answering_for_its_shutdown_delay_then_stops() -
                 pass
 
 
-def _start_webhook(*flags: str) -> tuple[subprocess.Popen[str], int, list[str]]:
-    """``atoll webhook`` on a free port, once it listens; returns the process, its port and its log so far."""
+@contextlib.contextmanager
+def _webhook(*flags: str) -> Iterator[tuple[subprocess.Popen[str], int, list[str]]]:
+    """``atoll webhook`` on a free port, once it listens: the process, its port and its log so far; killed on the
+    way out if it is still running (a test never leaves a process behind)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -306,7 +309,12 @@ def _start_webhook(*flags: str) -> tuple[subprocess.Popen[str], int, list[str]]:
         lines.append(line)
         if "listening on" in line:
             break
-    return proc, port, lines
+    try:
+        yield proc, port, lines
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def _read_until(proc: subprocess.Popen[str], lines: list[str], text: str) -> None:
@@ -319,22 +327,16 @@ def _read_until(proc: subprocess.Popen[str], lines: list[str], text: str) -> Non
 
 
 def test_atoll_webhook_exits_0_on_sigterm() -> None:
-    proc, _, lines = _start_webhook("--shutdown-delay=0")          # 0: the listener closes at once
-    try:
+    with _webhook("--shutdown-delay=0") as (proc, _, lines):        # 0: the listener closes at once
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 0, "".join(lines) + err
     assert "SIGTERM received; stopping gracefully" in err and "atoll webhook stopped" in err
     assert "draining" not in err
 
 
 def test_atoll_webhook_answers_during_its_shutdown_delay_then_exits_0() -> None:
-    proc, port, lines = _start_webhook("--shutdown-delay=2")
-    try:
+    with _webhook("--shutdown-delay=2") as (proc, port, lines):
         proc.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
         _read_until(proc, lines, "draining")
@@ -348,29 +350,18 @@ def test_atoll_webhook_answers_during_its_shutdown_delay_then_exits_0() -> None:
         assert answer.startswith(b"HTTP/1.1 200") and b'"allowed":true' in answer.replace(b" ", b"")
         _, err = proc.communicate(timeout=20)
         took = time.monotonic() - signalled
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 0, "".join(lines) + err
     assert took >= 2.0 and "atoll webhook stopped" in err
 
 
 def test_a_second_signal_during_the_shutdown_delay_exits_at_once() -> None:
-    proc, _, lines = _start_webhook("--shutdown-delay=60")
-    try:
+    with _webhook("--shutdown-delay=60") as (proc, _, lines):
         proc.send_signal(signal.SIGTERM)
         _read_until(proc, lines, "draining")
-        again = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=10)
-        took = time.monotonic() - again
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _, err = proc.communicate(timeout=30)     # at once: well before the 60 s delay ends (generous: 2 busy cores)
     assert proc.returncode == 1, "".join(lines) + err           # engine.kube.shutdown.FORCED_EXIT
-    assert took < 5 and "SIGTERM again while stopping; exiting at once" in err
+    assert "SIGTERM again while stopping; exiting at once" in err
 
 
 async def test_a_leader_whose_lead_fails_gives_the_lease_up_and_exits_with_its_error(
