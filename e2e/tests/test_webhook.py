@@ -121,8 +121,19 @@ def test_system_namespace_never_paused(fleet: FleetInfo, webhook: WebhookProcess
             created_rb = kube.request("POST", rb_path, rb)
             assert not (created_rb["spec"].get("suspension") or {}).get("scheduling")
             assert PAUSED_ANNOTATION not in (created_rb["metadata"].get("annotations") or {})
-            wait_for("karmada-system binding scheduled",
-                     lambda: (b := binding(kube, ns, f"{name}-deployment")) and b["spec"].get("clusters") and b, 90)
+            rb_now = wait_for("karmada-system binding scheduled",
+                              lambda: (b := binding(kube, ns, f"{name}-deployment")) and b["spec"].get("clusters") and b,
+                              90)
+            # Delete it only once Karmada's controllers have seen every Work it made: the binding controller deletes
+            # a binding's Works as listed from its informer cache, so a Work created a moment before the deletion
+            # can be missing there and is left behind for good (seen in CI: the member2 Work kept failing to apply,
+            # the namespace karmada-system not being propagated). The status controller shares that cache and
+            # aggregates one entry per Work it lists, applied or not.
+            targets = {c["name"] for c in rb_now["spec"]["clusters"]}
+            wait_for("every Work of the binding seen by Karmada (status.aggregatedStatus)",
+                     lambda: targets <= {s.get("clusterName") for s in (((binding(kube, ns, f"{name}-deployment") or {})
+                                                                         .get("status") or {}).get("aggregatedStatus")
+                                                                        or [])}, 60)
         finally:
             delete(kube, f"{rb_path}/{name}-deployment")
             delete(kube, f"/apis/apps/v1/namespaces/{ns}/deployments/{name}")
