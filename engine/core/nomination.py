@@ -133,7 +133,9 @@ class Preemptions:
     def hopeless(self, job: Job) -> bool:
         """``job``'s key found no eligible victim this cycle, and still would: its ``attempt`` returns at once
         (engine.core.settle)."""
-        key = self._key(job)
+        return self._known_hopeless(self._key(job))
+
+    def _known_hopeless(self, key: Optional[Hashable]) -> bool:
         return key is not None and (key in self._hopeless or key in self._hopeless_here and self._still_here())
 
     def _still_here(self) -> bool:
@@ -155,7 +157,7 @@ class Preemptions:
         if not self.running or self._dry_runs[0] <= 0:   # nobody to evict, or this cycle's budget is spent
             return None, None
         key = self._key(job)
-        if key is not None and (key in self._hopeless or key in self._hopeless_here and self._still_here()):
+        if self._known_hopeless(key):
             return None, None
         seen = self._log.end
         if self.park and key is not None and self.parked(job, key) is not None:
