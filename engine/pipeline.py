@@ -238,6 +238,7 @@ class Pipeline:
                          if any(p in self.stages.get(stage, []) for stage in ("admit", "place"))]
         self._preempt_readers = [p.verdict_reads for p in self.stages.get("preempt", [])]
         self._place_readers = [p.verdict_reads for p in self.stages.get("place", [])]
+        self._admit_readers = [p.admit_reads for p in self.stages.get("admit", [])]
         # admit verdicts shared across queues (engine.core.admitshare): only when every admit plugin declares a key
         admitters = self.stages.get("admit", [])
         self._sharers = [p.shared_verdict_key for p in admitters]
@@ -269,6 +270,11 @@ class Pipeline:
         """The joined ``Plugin.verdict_reads`` of every admit/place plugin, or None when one of them
         declares nothing for this job in this state (its key is then never parked)."""
         return _joined_reads(self._readers, job, state)
+
+    def admit_reads(self, job: Any, state: Any) -> Optional[tuple[Any, ...]]:
+        """The joined ``Plugin.admit_reads`` of the admit stage's plugins alone (what a refusal the admit stage gave
+        read), or None when one declares nothing for this job."""
+        return _joined_reads(self._admit_readers, job, state)
 
     def place_reads(self, job: Any, state: Any) -> Optional[tuple[Any, ...]]:
         """The joined ``Plugin.verdict_reads`` of the place stage's plugins alone (what their filters, scores,

@@ -107,6 +107,16 @@ class Plugin:
         (``engine.core.searchwake``). None: its searches are never parked."""
         return None
 
+    def admit_reads(self, job: "Job", state: Any) -> Optional[tuple[Hashable, ...]]:
+        """What this plugin's ``atoll_admit`` verdict (and refusal text) alone reads for ``job``, in the same
+        vocabulary as ``verdict_reads``. A refusal the admit stage gave never reached placement, so its key is
+        parked on the admit plugins' ``admit_reads`` (and the engine's queue-line and ready-cluster reads), not
+        on what filters, scores and placement would read: a change that only placement could notice (another
+        cluster's free capacity for a job no single cluster can hold) wakes nobody. The default is
+        ``verdict_reads`` (both stages: never less than the verdict reads); a plugin declares less when its admit
+        verdict reads less than its place verdict."""
+        return self.verdict_reads(job, state)
+
     def shared_verdict_key(self, job: "Job") -> Optional[Hashable]:
         """An admit plugin's verdict key without the queue, for sharing its ``atoll_admit`` answer across queues:
         two jobs with equal keys, each of a queue for which ``admits_alike`` is True, must get the same verdict

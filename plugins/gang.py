@@ -7,10 +7,14 @@ part. With ``allowSplit: true`` the gang's minimum may span clusters; that is on
 useful when the member schedulers cooperate (e.g. one PodGroup per cluster with a
 fleet-level barrier) — Atoll then guarantees the capacity, not the joint start.
 
-Admit refuses in O(1) when the minimum exceeds ``state.max_free`` (single cluster) or
-``state.fleet_free`` (split); the exact check runs at place time, after the filters,
-over the candidate clusters, on each cluster's nodes when it reports resource models (a split
-gang too: each cluster takes only the replicas its nodes can host).
+Admit refuses when no single ready cluster has the minimum free (in O(1) when it exceeds
+``state.max_free``, else by the FitIndex) or, for a split gang, when it exceeds ``state.fleet_free``;
+the placement runs at place time, after the filters, over the candidate clusters, on each
+cluster's nodes when it reports resource models (a split gang too: each cluster takes only the
+replicas its nodes can host). The admit check is exact, not only the per-resource most free (which
+sums the most of each resource over different clusters): a job no single cluster can hold is refused
+at admit with one text, whatever the filters would say, and a refusal of the admit stage sleeps on the
+admit reads alone (``admit_reads``: where the minimum fits), not on every cluster's free capacity.
 """
 
 from __future__ import annotations
@@ -83,6 +87,12 @@ class Gang(Plugin):
         # minAvailable 0 everywhere: placed where one replica of some task fits (``place_in_one``)
         return tuple(("each", tuple(task.resources.items())) for task in job.tasks if task.replicas)
 
+    def admit_reads(self, job: Job, state: FleetState) -> Optional[tuple[Hashable, ...]]:
+        if self.allow_split:
+            return None
+        minimum = tuple(job.min_demand.items())
+        return (("each", minimum),) if minimum else ()     # the ready clusters where the minimum fits whole
+
     # -- admit ------------------------------------------------------------------------------
     @hookimpl
     def atoll_cycle_start(self, state: FleetState, now: float) -> None:
@@ -116,7 +126,10 @@ class Gang(Plugin):
             if amount > have.get(resource, 0):
                 return Refusal(self._reasons.get(_ONE, need, have), self.name, capacity=True)
         if not state.any_node_shapes:
-            return None
+            # the most free per resource may be on different clusters: one ready cluster must hold it all
+            if not known.items or state.fits_somewhere(need, known.pods):
+                return None
+            return Refusal(self._reasons.get(_ONE, need, have), self.name, capacity=True)
         one = known.one
         if state.fits_one_somewhere(one[0], one[1]) if one is not None else state.fits_somewhere(need, known.pods):
             return None

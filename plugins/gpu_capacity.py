@@ -152,6 +152,18 @@ class GpuCapacity(Plugin):
         usage = (("allocated", job.queue),) if self.quotas else ()     # GPU quotas of this plugin's config
         return (("max", gpus), ("each", gpus), *usage)
 
+    def admit_reads(self, job: Job, state: FleetState) -> Optional[tuple[Hashable, ...]]:
+        want, minimum = self.job_gpus(job)
+        if not want:
+            return ()
+        if self.allow_split:
+            return None
+        gpus = tuple(minimum.items())
+        usage = (("allocated", job.queue),) if self.quotas else ()
+        if self.wanted_models(job):       # which clusters of the model have the GPUs free (their labels: "ready")
+            return (("max", gpus), ("each", gpus), *usage)
+        return (("max", gpus), *usage)   # the filter's free-GPU check is the place stage's
+
     def shared_verdict_key(self, job: Job) -> Optional[Hashable]:
         return (job.shape_key, job.labels.get(self.job_key) or job.annotations.get(self.job_key) or "")
 

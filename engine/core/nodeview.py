@@ -229,14 +229,18 @@ class NodeView:
     def fits_somewhere(self, need: Resources, pods: Pods) -> bool:
         """Whether some ready cluster holds these pods (summing to ``need``) now: ``clusters_fitting_pods``
         over the ready clusters without building the list (admit-time checks)."""
-        if not self._shaped:
-            return bool(self.clusters_fitting(need, self.ready_clusters()))
+        clusters = self.clusters
+        if not self._shaped:        # clusters_fitting over the ready ones, without the list (gang's admit, per shape)
+            request = tuple((name, amount) for name, amount in need.items() if amount > 0)
+            if not request:
+                return bool(self.ready_clusters())
+            fit = self._fits.fitting(request, clusters, self.free, clusters.__contains__)
+            return any(clusters[name].ready for name in fit)
         single = one_pod_shape(pods)
         if single is not None:
             return self.fits_one_somewhere(single[0], single[1])
-        fit = self._fits.fitting(("pods", pods), self.clusters, self.free, self.clusters.__contains__,
+        fit = self._fits.fitting(("pods", pods), clusters, self.free, clusters.__contains__,
                                  lambda name: self.fits_tasks(name, pods), False)   # packing: not monotone
-        clusters = self.clusters
         return any(clusters[name].ready for name in fit)
 
     def fits_one_somewhere(self, per_pod: Vector, count: int) -> bool:

@@ -16,7 +16,7 @@ from engine.core.idle import QueueReads
 from engine.core.backlog import Backlog, Entry, Group
 from engine.core.nomination import Preemptions
 from engine.core.state import FleetState
-from engine.core.wake import Reads, engine_reads, parkable
+from engine.core.wake import Reads, admitting_reads, engine_reads, parkable
 from engine.model import CycleResult, Job, JobState, Refusal
 from engine.pipeline import Pipeline, join_keys
 
@@ -69,10 +69,11 @@ class PendingBooks:
         self._quiet.remove(group)
         group.reason = text if upto is None and since <= entries[0] else None
 
-    def _park(self, group: Group, job: Job, shared: Optional[Refusal]) -> None:
+    def _park(self, group: Group, job: Job, shared: Optional[Refusal], admit: bool = False) -> None:
         """After an examination: a shared refusal that no state change but one of its reads can lift is
         parked with their values (engine.core.wake), and counted for its queue (engine.core.idle); anything
-        else unparks the group."""
+        else unparks the group. ``admit``: the admit stage gave it, so placement read nothing for it and it is
+        parked on the admit plugins' ``admit_reads`` and the engine's own reads for admission alone."""
         self._quiet.remove(group)
         search: Optional[tuple[Hashable, ...]] = ()
         if shared is not None and shared.capacity and self.pipeline.has_preempt:
@@ -80,11 +81,13 @@ class PendingBooks:
         if shared is None or search is None or not parkable(job, shared, self.state):
             group.parked = None
             return
-        declared = self.pipeline.verdict_reads(job, self.state)      # asked at each parking: may follow the state
+        # asked at each parking (they may follow the state); a refusal of the admit stage read nothing of placement
+        declared = self.pipeline.admit_reads(job, self.state) if admit else self.pipeline.verdict_reads(job, self.state)
         if declared is None:
             group.parked = None
             return
-        group.parked = (self._reads.signature(engine_reads(job) + declared + search), shared)
+        own = admitting_reads(job) if admit else engine_reads(job)
+        group.parked = (self._reads.signature(own + declared + search), shared)
         self._quiet.add(group)
 
     def _still_parked(self, group: Group, job: Job) -> Optional[Refusal]:

@@ -61,6 +61,7 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns, Placing):
         self._sharing = not exhaustive and pipeline.shares_admit     # admit verdicts shared across queues
         self._backlog = Backlog()                      # pending jobs by queue and verdict key (when keyed)
         self._memo: dict[Hashable, tuple[int, Refusal]] = {}    # group key -> (admissions, refusal) this cycle
+        self._admit_refusal: Optional[Refusal] = None   # the admit stage's refusal of the job examined last, if any
         # a refusal of a job that fits nowhere, kept for the jobs judged the same way (engine.core.placing)
         self._nowhere_seen: dict[Hashable, tuple[Hashable, Optional[Signature], Refusal]] = {}
         self._result = CycleResult()
@@ -214,6 +215,7 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns, Placing):
         """Admit ``job`` or keep it pending. Returns the refusal when it stays pending with nothing
         changed, None when it was admitted or a preemption was issued for it (it is then nominated)."""
         state = self.state
+        self._admit_refusal = None
         if job.not_before > now:
             # no retry_at: _enqueue already set the timer for not_before; another would pile up per cycle
             refusal = Refusal(f"backing off after failure until t={job.not_before:g}", "engine")
@@ -236,6 +238,7 @@ class Engine(JobLifecycle, PendingBooks, QueueTurns, Placing):
             # a nominee's booking is lifted around its admit call: never shared (engine.core.admitshare)
             verdict: Optional[Refusal] = self.pipeline.admit_positional(job, state) \
                 if key is None or job.nominated is not None else self._admits.admit(job, key, self._stamp)
+            self._admit_refusal = verdict       # a refusal of the admit stage parks on its reads alone (Parking)
             decided = verdict if verdict is not None else self._place(job)
         except Exception as exc:        # a plugin's bug: this job's refusal, not the cycle's end (engine.core.contain)
             decided = contained(job, exc, now, result.plugin_errors)

@@ -26,16 +26,20 @@ class Parking:
 
     def __init__(self, engine: "Engine") -> None:
         self.engine = engine
-        self.refused: dict[int, tuple[Group, Job, Optional[Refusal], int]] = {}
+        self.refused: dict[int, tuple[Group, Job, Optional[Refusal], int, bool]] = {}
 
     def note(self, group: Group, job: Job, shared: Optional[Refusal]) -> None:
-        self.refused[id(group)] = (group, job, shared, self.engine.state.changes)
+        """Right after ``job`` was examined: ``shared`` is the admit stage's own refusal when it is the one the
+        examination gave (``Engine._admit_refusal``; the engine's and the place stage's are other objects)."""
+        engine = self.engine
+        admit = shared is not None and shared is engine._admit_refusal
+        self.refused[id(group)] = (group, job, shared, engine.state.changes, admit)
 
     def flush(self) -> None:
         engine, refused, self.refused = self.engine, self.refused, {}
         changes = engine.state.changes
-        for group, job, shared, stamp in refused.values():
-            engine._park(group, job, shared if stamp == changes else None)
+        for group, job, shared, stamp, admit in refused.values():
+            engine._park(group, job, shared if stamp == changes else None, admit)
 
 
 class Source(Protocol):

@@ -174,6 +174,13 @@ def engine_reads(job: Job) -> tuple[Hashable, ...]:
     return (("line", job.queue), ("usage", job.queue)) + placing_reads(job)
 
 
+def admitting_reads(job: Job) -> tuple[Hashable, ...]:
+    """What the engine itself reads for a job the admit stage refused: its queue line, and the ready clusters
+    (their labels, the fleet's allocatable, whether node shapes count), as for every job; not what placing
+    reads, since placement never ran (``Plugin.admit_reads``)."""
+    return ("line", job.queue), ("usage", job.queue), ("ready",)
+
+
 def placing_reads(job: Job) -> tuple[Hashable, ...]:
     """What the engine reads to place a job: the ready clusters, and (default placement, when no place plugin
     decides) where the whole job and its minimum fit."""

@@ -1,5 +1,7 @@
-"""A job whose gang minimum fits in no single cluster is judged over every candidate once per place key, shape and
-excluded clusters in one state (``Engine._nowhere``), and every refusal is the exhaustive engine's."""
+"""A job whose gang minimum fits in none of its candidate clusters is judged over every candidate once per place
+key, shape and excluded clusters in one state (``Engine._nowhere``), and every refusal is the exhaustive engine's.
+Here the one ready cluster that could hold it (``z``) is excluded after failures: a job no ready cluster can hold
+never gets that far (gang refuses it at admit)."""
 
 from __future__ import annotations
 
@@ -16,9 +18,10 @@ from tests.core.test_wake import DEFAULT, GI
 
 
 def _split_fleet(pair: Pair) -> None:
-    """Most cpu on one cluster, most memory on the others: a job asking for much of both passes the admit checks
-    (the most free per resource, and the fleet's sum) but fits in no single cluster."""
-    for name, cpu, memory in (("a", 16_000, 2 * GI), ("b", 2000, 64 * GI), ("c", 2000, 64 * GI)):
+    """Most cpu on one cluster, most memory on the others, and one cluster ``z`` holding both: a job asking for much
+    of both passes the admit checks (``z`` holds it) but fits in none of a, b and c."""
+    for name, cpu, memory in (("a", 16_000, 2 * GI), ("b", 2000, 64 * GI), ("c", 2000, 64 * GI),
+                              ("z", 16_000, 64 * GI)):
         pair.both("upsert_cluster", lambda name=name, cpu=cpu, memory=memory: (
             Cluster(name, allocatable={CPU: cpu, MEMORY: memory}),))
     for n in range(4):
@@ -28,7 +31,7 @@ def _split_fleet(pair: Pair) -> None:
 def _job(i: int, queue: str, priority: int, excluded: frozenset[str] = frozenset()) -> Job:
     job = Job(f"ns/j{i}", f"j{i}", "ns", queue=queue, priority=priority, submit_time=float(i),
               tasks=[Task("t", 2, 2, {CPU: 4000, MEMORY: 8 * GI})])
-    job.excluded_clusters = set(excluded)
+    job.excluded_clusters = {"z", *excluded}
     return job
 
 
@@ -93,7 +96,8 @@ def test_a_judgement_is_judged_again_when_a_place_plugin_s_read_changes(monkeypa
     """gpu-capacity's own reads (where the job's GPUs fit) are among what a kept judgement holds on: cluster c's
     GPUs taken by another job change its filter's text, and nothing the engine reads for placing changes."""
     pair = Pair(DEFAULT)
-    for name, cpu, memory, gpus in (("a", 16_000, 2 * GI, 4), ("b", 2000, 64 * GI, 0), ("c", 2000, 64 * GI, 4)):
+    for name, cpu, memory, gpus in (("a", 16_000, 2 * GI, 4), ("b", 2000, 64 * GI, 0), ("c", 2000, 64 * GI, 4),
+                                    ("z", 16_000, 64 * GI, 4)):
         pair.both("upsert_cluster", lambda name=name, cpu=cpu, memory=memory, gpus=gpus: (
             Cluster(name, allocatable={CPU: cpu, MEMORY: memory, GPU: gpus}),))
     for n in range(2):
@@ -102,7 +106,7 @@ def test_a_judgement_is_judged_again_when_a_place_plugin_s_read_changes(monkeypa
     def gpu_job(name: str, queue: str, cpu: int, memory: int, gpus: int, replicas: int, on: str = "") -> Job:
         job = Job(f"ns/{name}", name, "ns", queue=queue, submit_time=float(len(name)),
                   tasks=[Task("t", replicas, replicas, {CPU: cpu, MEMORY: memory, GPU: gpus})])
-        job.excluded_clusters = {"a", "b", "c"} - {on} if on else set()
+        job.excluded_clusters = {"a", "b", "c", "z"} - {on} if on else {"z"}
         return job
 
     judged = _judged(monkeypatch, pair)

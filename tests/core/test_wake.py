@@ -84,7 +84,9 @@ class Undeclared(Plugin):
 
 def test_a_plugin_without_verdict_reads_keeps_its_keys_examined_on_every_change() -> None:
     engine = _engine()
-    engine.pipeline._readers.append(Undeclared({}, None).verdict_reads)     # as if listed in admit
+    undeclared = Undeclared({}, None)                   # as if listed in admit (its admit_reads: its verdict_reads)
+    engine.pipeline._readers.append(undeclared.verdict_reads)
+    engine.pipeline._admit_readers.append(undeclared.admit_reads)
     _saturated(engine)
     on_b = next(j.id for j in engine.state.jobs.values() if j.placement and "b" in j.placement)
     engine.finished(on_b, True, ended_at=2.0)
