@@ -247,6 +247,7 @@ def run_churn(shape: BenchShape, pipeline_factory: Callable[[], Pipeline], polic
     examined: list[int] = []
     admitted = 0
     preemptions = 0
+    reasons = 0                   # pending reasons changed: each one a Patch and an Event in the controller
     for _ in range(finishes):
         if not churn.finish():
             break
@@ -257,6 +258,7 @@ def run_churn(shape: BenchShape, pipeline_factory: Callable[[], Pipeline], polic
         examined.append(result.examined)
         admitted += len(result.admitted)
         preemptions += len(result.preemptions)
+        reasons += len(result.reasons)
     engine = churn.engine
     return {
         "policy": policy_name, "mode": "churn",
@@ -268,10 +270,12 @@ def run_churn(shape: BenchShape, pipeline_factory: Callable[[], Pipeline], polic
         "cycle_ms_max": _rounded(max(times, default=None)),
         "cycle_cpu_ms_p50": _rounded(percentile(cpu, 50)),
         "cycle_cpu_ms_p99": _rounded(percentile(cpu, 99)),
+        "cycle_cpu_ms_sum": _rounded(sum(cpu)),
         "examined_per_cycle_p50": percentile([float(e) for e in examined], 50),
         "examined_per_cycle_p99": percentile([float(e) for e in examined], 99),
         "admitted_after_finishes": admitted,
         "preemptions_after_finishes": preemptions,
+        "reasons_after_finishes": reasons,
         "pending_after": engine.pending_count(),
         "load_average": _load_average(),
         "machine": machine_info(),
