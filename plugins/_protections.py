@@ -41,12 +41,13 @@ class Protections:
 
     def rule(self, reason: str, plugin: str, victim_queues: Callable[[str], Optional[float]],
              allows: Optional[Callable[[Job], bool]] = None, scope: Optional[Hashable] = None,
-             shared_scope: Optional[Hashable] = None, own_queues: frozenset[str] = frozenset()) -> PreemptRule:
+             shared_scope: Optional[Hashable] = None, own_queues: frozenset[str] = frozenset(),
+             reads_usage: bool = True) -> PreemptRule:
         return PreemptRule(reason, plugin, victim_queues, allows, min_runtime=self.min_runtime,
                            max_preemptions=self.max_preemptions, grace_period=self.grace_period,
                            nomination_timeout=max(self.nomination_timeout, self.grace_period),
                            max_candidates=self.max_candidates, scope=scope, shared_scope=shared_scope,
-                           own_queues=own_queues)
+                           own_queues=own_queues, reads_usage=reads_usage)
 
     def key(self) -> tuple[float, int, float, float, int]:
         return (self.min_runtime, self.max_preemptions, self.grace_period, self.nomination_timeout,

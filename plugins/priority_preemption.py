@@ -107,10 +107,11 @@ class PriorityPreemption(Plugin):
                 return ANY
             return mine if across == "queueThenJob" else None
 
-        # victim_queues reads the queues' priorities live; the rest is fixed by the scope, and outside the
-        # preemptor's own queue by the shared scope
+        # victim_queues reads the queues' priorities live (no usage, no guarantee); the rest is fixed by the scope,
+        # and outside the preemptor's own queue by the shared scope
         return self.protections.rule("priority", self.name, victim_queues, scope=(mine_queue, mine, level, across),
-                                     shared_scope=(mine, level, across), own_queues=frozenset((mine_queue,)))
+                                     shared_scope=(mine, level, across), own_queues=frozenset((mine_queue,)),
+                                     reads_usage=False)
 
 
 PLUGINS = [PriorityPreemption]

@@ -81,6 +81,11 @@ class PreemptRule:
     # None: no such promise
     shared_scope: Optional[Hashable] = None
     own_queues: frozenset[str] = frozenset()
+    # False promises that which jobs the rule may take (``victim_queues``, ``allows``) reads no queue's usage or
+    # guarantee (priority-preemption: priorities only): a queue's usage rising above its guarantee then opens no
+    # candidate to it, and its parked searches do not wake for that (engine.core.searchwake.opens). True: unknown
+    # (reclaim takes from queues above their guarantee)
+    reads_usage: bool = True
 
 
 @dataclass(frozen=True)

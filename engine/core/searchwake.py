@@ -36,12 +36,15 @@ from bisect import bisect_left
 from typing import TYPE_CHECKING, Callable, Hashable, Iterable, Optional
 
 from engine.core.preempt import PreemptRule
+from engine.core.running import ANY
 
 if TYPE_CHECKING:
     from engine.core.searchroom import Room
     from engine.core.wake import Signature
 
 _TRIM = 1 << 16
+_USAGE = -ANY
+"""The rank of the log's entry for a queue whose usage rose above its guarantee (``Preemptions.usage_changed``)."""
 
 
 class CandidateLog:
@@ -232,6 +235,8 @@ def opens(rule: PreemptRule, queue: str, rank: float, preemptions: int) -> bool:
     job stays indexed)."""
     if rule.max_preemptions is not None and preemptions >= rule.max_preemptions:
         return False
+    if rank == _USAGE and not rule.reads_usage:
+        return False                # a queue rose above its guarantee: nothing new to a rule reading no usage
     bound = rule.victim_queues(queue)
     return bound is not None and rank < bound
 
