@@ -87,3 +87,22 @@ def test_a_kept_priority_rule_answers_as_a_fresh_one(state: FleetState, steps: l
     # a state of its own (another queues dict): its rules read that one
     assert all(a is not b for a, b in zip(_rules(other_state, [kept], job_queue, priority, 1000),
                                           _rules(state, [kept], job_queue, priority, 1000)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(states(), st.lists(st.tuples(st.sampled_from(NAMES), st.integers(0, 3), st.sampled_from((1000, 3000))),
+                          min_size=1, max_size=6), st.sampled_from(("none", "queuePriority", "queueThenJob")),
+       st.lists(st.integers(0, 6), min_size=len(NAMES), max_size=len(NAMES)))
+def test_a_rule_that_reads_no_usage_opens_the_same_queues_whatever_the_usage(
+        state: FleetState, jobs: list[tuple], across: str, usage: list[int]) -> None:
+    """``PreemptRule.reads_usage=False`` (priority-preemption): which queues the rule opens, and to which rank, does
+    not move when queues' usage moves above or below their guarantees; its parked searches sleep through a queue
+    rising above its guarantee on that promise (engine.core.searchwake.opens). Reclaim's rules read usage."""
+    plugins = [PriorityPreemption({"acrossQueues": across}, None), Reclaim({}, None)]
+    rules = [rule for spec in jobs for rule in _rules(state, plugins, *spec)]
+    assert all(rule.reads_usage == (rule.plugin != "priority-preemption") for rule in rules)
+    blind = [rule for rule in rules if not rule.reads_usage]
+    before = [[rule.victim_queues(name) for name in NAMES] for rule in blind]
+    for name, cpu in zip(NAMES, usage):
+        state.queues[name].allocated = {CPU: cpu * 1000}
+    assert [[rule.victim_queues(name) for name in NAMES] for rule in blind] == before
