@@ -143,6 +143,12 @@ class GpuCapacity(Plugin):
         return (job.queue, job.shape, job.labels.get(self.job_key) or job.annotations.get(self.job_key) or "")
 
     def verdict_reads(self, job: Job, state: FleetState) -> Optional[tuple[Hashable, ...]]:
+        return self._reads(job, True)    # the place stage's filter reads where the GPUs fit
+
+    def admit_reads(self, job: Job, state: FleetState) -> Optional[tuple[Hashable, ...]]:
+        return self._reads(job, bool(self.wanted_models(job)))    # where they fit: only for a model's clusters
+
+    def _reads(self, job: Job, where: bool) -> Optional[tuple[Hashable, ...]]:
         want, minimum = self.job_gpus(job)
         if not want:
             return ()
@@ -150,19 +156,7 @@ class GpuCapacity(Plugin):
             return None                   # sums per GPU model and per replica: not declared
         gpus = tuple(minimum.items())    # models read the ready clusters' labels (the engine's read)
         usage = (("allocated", job.queue),) if self.quotas else ()     # GPU quotas of this plugin's config
-        return (("max", gpus), ("each", gpus), *usage)
-
-    def admit_reads(self, job: Job, state: FleetState) -> Optional[tuple[Hashable, ...]]:
-        want, minimum = self.job_gpus(job)
-        if not want:
-            return ()
-        if self.allow_split:
-            return None
-        gpus = tuple(minimum.items())
-        usage = (("allocated", job.queue),) if self.quotas else ()
-        if self.wanted_models(job):       # which clusters of the model have the GPUs free (their labels: "ready")
-            return (("max", gpus), ("each", gpus), *usage)
-        return (("max", gpus), *usage)   # the filter's free-GPU check is the place stage's
+        return (("max", gpus), ("each", gpus), *usage) if where else (("max", gpus), *usage)
 
     def shared_verdict_key(self, job: Job) -> Optional[Hashable]:
         return (job.shape_key, job.labels.get(self.job_key) or job.annotations.get(self.job_key) or "")
