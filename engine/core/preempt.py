@@ -128,9 +128,9 @@ class VictimSearch:
         self.volatile = False
         self.tried = False             # a dry run ran (its outcome read the whole fleet state)
         self.not_coming = False        # asked first (expect_coming): the job does not fit in what is coming
-        # per rule searched without a dry run: (the rule, what its chosen candidates free per cluster, how many
-        # were chosen) (engine.core.searchroom)
-        self.rooms: list[tuple[PreemptRule, dict[str, Resources], int]] = []
+        # per rule searched without a dry run: (the rule, what its chosen candidates free per cluster, the chosen
+        # candidates) (engine.core.searchroom)
+        self.rooms: list[tuple[PreemptRule, dict[str, Resources], list[Job]]] = []
 
     def run(self, job: Job, rules: list[PreemptRule]) -> Optional[Found]:
         if self.expect_coming and rules:
@@ -222,7 +222,7 @@ class VictimSearch:
             # unclamped free is at most the cached (clamped) free, so that cheaper test is asked first
             return self._try(job, chosen, rule)
         if not dry_runs:
-            self.rooms.append((rule, freed, len(chosen)))
+            self.rooms.append((rule, freed, chosen))
         return None
 
     def _eligible(self, job: Job, victim: Job, rule: PreemptRule) -> bool:

@@ -53,6 +53,8 @@ STREAMS_MAX = 8
 """Then every queue is asked; a rule opening at most this many gets their streams merged."""
 SKIPS_PER_STREAM = 8
 """One more stream costs about as much as this many skipped candidates (see the module doc)."""
+_LEFT_KEPT = 1 << 16
+"""``RunningIndex.left`` keeps at most this many departures (then starts again)."""
 
 
 class RunningIndex:
@@ -68,6 +70,11 @@ class RunningIndex:
         self._fresh: list[tuple[str, Entry, int]] = []    # (queue, entry, preemptions)
         self._busy: set[str] = set()          # queues with at least one settled entry
         self.removed = 0                      # candidates that left _by_queue, ever (engine.core.searchroom)
+        # the last candidates to leave, with what each held when it left (None: never asked, so no room counted it),
+        # the first at absolute position ``left_base`` (positions count as ``removed`` does): rooms take back
+        # what they counted of each (engine.core.searchroom)
+        self.left: list[tuple[str, Optional[dict[str, Resources]]]] = []
+        self.left_base = 0
         self.version = 0                      # grows whenever a candidate comes or goes (Standing caches key on it)
         self._placed: dict[str, dict[str, Resources]] = {}     # job id -> cluster -> its placed demand
         self.log: Optional[CandidateLog] = None     # every candidate as it becomes one (engine.core.searchwake)
@@ -103,7 +110,7 @@ class RunningIndex:
         return known
 
     def discard(self, job_id: str) -> None:
-        self._placed.pop(job_id, None)
+        placed = self._placed.pop(job_id, None)
         known = self._entries.pop(job_id, None)
         if known is not None:
             queue, entry = known
@@ -115,6 +122,11 @@ class RunningIndex:
                 if not entries:
                     self._busy.discard(queue)
                 self.removed += 1
+                left = self.left
+                if len(left) >= _LEFT_KEPT:      # rooms that did not look since wake
+                    self.left_base += len(left)
+                    left = self.left = []
+                left.append((job_id, placed))
 
     def settle(self) -> None:
         """A new cycle: this cycle's admissions become candidates."""

@@ -44,6 +44,7 @@ def _afresh(search: Watch | Room) -> bool:
             kept = copy.copy(seen)
             kept.freed = {cluster: dict(amount) for cluster, amount in seen.freed.items()}
             kept.short = {cluster: list(short) for cluster, short in seen.short.items()}
+            kept.ids, kept.on = dict(seen.ids), dict(seen.on)
             twin.rules.append(kept)
     return twin.holds()
 
@@ -202,7 +203,8 @@ def test_a_candidate_leaving_wakes_a_room_that_counts_its_candidates() -> None:
     job.admitted_at, job.placement = 1.0, {"a": {"t": 1}}
     index.add(job, 0, fresh=False)
     rule = PreemptRule("priority", "priority-preemption", lambda queue: ANY)
-    room = Room({CPU: 8000}, [(rule, {"a": {CPU: 2000}}, 2)], state, index, log, log.end, False)
+    chosen = [job, _job("j1", "q", 0, 1000, "a")]
+    room = Room({CPU: 8000}, [(rule, {"a": {CPU: 2000}}, chosen)], state, index, log, log.end, False)
     reads = Reads(state, lambda: (state.changes, log.end, index.version))     # a fresh value once one left
     quiet = QueueReads(state, reads, log, lambda: index.removed)
     quiet._searches["q"] = {("victims", room): {True: 1}}

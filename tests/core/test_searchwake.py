@@ -136,6 +136,11 @@ def _job(i: int, priority: int, cpu: int = 2000) -> Job:
                tasks=[Task("t", 1, 1, {CPU: cpu, MEMORY: GI})])
 
 
+def _chosen(count: int) -> list[Job]:
+    """``count`` candidates a search chose (only their ids count in a room: none of them is indexed here)."""
+    return [Job(id=f"chosen-{i}", name=f"chosen-{i}", queue="chosen") for i in range(count)]
+
+
 def test_a_new_candidate_wakes_a_parked_search() -> None:
     """A running job whose priority drops becomes a candidate: the parked search of a higher job wakes."""
     engine = _fleet()
@@ -301,7 +306,7 @@ def test_a_room_woken_by_what_it_cannot_absorb_stays_awake() -> None:
     state.upsert_cluster(Cluster("a", allocatable={CPU: 4000, MEMORY: 8 * GI}))
     log = CandidateLog(index.candidate)
     rule = PreemptRule("reclaim", "reclaim", lambda queue: ANY)
-    room = Room({CPU: 8000}, [(rule, {"a": {CPU: 1000}}, 1)], state, index, log, log.end, True)
+    room = Room({CPU: 8000}, [(rule, {"a": {CPU: 1000}}, _chosen(1))], state, index, log, log.end, True)
     assert room.holds() and room.holds()
     log.add("q", -ANY)                       # a queue rose above its guarantee: unknown candidates
     assert not room.holds()
@@ -321,7 +326,7 @@ def test_a_queue_rising_above_its_guarantee_wakes_only_rules_that_read_usage() -
     reading = PreemptRule("reclaim", "reclaim", lambda queue: ANY)
     assert opens(reading, "q", -ANY, 0) and not opens(blind, "q", -ANY, 0) and opens(blind, "q", 0.0, 0)
     watches = {rule.plugin: Watch(log, [rule], log.end) for rule in (blind, reading)}
-    rooms = {rule.plugin: Room({CPU: 8000}, [(rule, {"a": {CPU: 1000}}, 1)], state, index, log, log.end, True)
+    rooms = {rule.plugin: Room({CPU: 8000}, [(rule, {"a": {CPU: 1000}}, _chosen(1))], state, index, log, log.end, True)
              for rule in (blind, reading)}
     log.add("q", -ANY)
     assert watches["priority-preemption"].holds() and rooms["priority-preemption"].holds()
