@@ -129,8 +129,8 @@ class VictimSearch:
         self.tried = False             # a dry run ran (its outcome read the whole fleet state)
         self.not_coming = False        # asked first (expect_coming): the job does not fit in what is coming
         # per rule searched without a dry run: (the rule, what its chosen candidates free per cluster, the chosen
-        # candidates) (engine.core.searchroom)
-        self.rooms: list[tuple[PreemptRule, dict[str, Resources], list[Job]]] = []
+        # candidates, and those on each cluster) (engine.core.searchroom)
+        self.rooms: list[tuple[PreemptRule, dict[str, Resources], list[Job], dict[str, list[Job]]]] = []
 
     def run(self, job: Job, rules: list[PreemptRule]) -> Optional[Found]:
         if self.expect_coming and rules:
@@ -222,7 +222,7 @@ class VictimSearch:
             # unclamped free is at most the cached (clamped) free, so that cheaper test is asked first
             return self._try(job, chosen, rule)
         if not dry_runs:
-            self.rooms.append((rule, freed, chosen))
+            self.rooms.append((rule, freed, chosen, on))
         return None
 
     def _eligible(self, job: Job, victim: Job, rule: PreemptRule) -> bool:

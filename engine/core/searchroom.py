@@ -51,7 +51,7 @@ and runs no dry run whenever a room-parked search holds.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Optional
+from typing import Iterable, Optional
 
 from engine.core import preempt
 from engine.core.preempt import PreemptRule, RunningIndex
@@ -71,7 +71,7 @@ class _Seen:
     __slots__ = ("rule", "freed", "chosen", "met", "plain", "short", "ids", "on")
 
     def __init__(self, rule: PreemptRule, freed: dict[str, Resources], chosen: list[Job],
-                 placed: Callable[[Job], dict[str, Resources]]) -> None:
+                 on: dict[str, list[Job]]) -> None:
         self.rule = rule
         self.freed = {cluster: dict(more) for cluster, more in freed.items()}
         self.chosen = len(chosen)   # chosen by the search or absorbed since, departed or not
@@ -85,11 +85,7 @@ class _Seen:
         # them run on each cluster of freed: what one that leaves held is taken back out of freed (it would count
         # twice, as free capacity too), and a cluster left without any is dropped (a fresh search meets none there)
         self.ids = dict.fromkeys((job.id for job in chosen), True)
-        on: dict[str, int] = {}
-        for job in chosen:
-            for cluster in placed(job):
-                on[cluster] = on.get(cluster, 0) + 1
-        self.on = on
+        self.on = {cluster: len(jobs) for cluster, jobs in on.items()}
 
     def shortfall(self, cluster: str, need: list[tuple[str, int]]) -> list[tuple[str, int]]:
         known = self.short.get(cluster)
@@ -133,14 +129,15 @@ class Room:
     __slots__ = ("demand", "need", "rules", "gone", "log", "seen", "one_cluster", "state", "index", "awake",
                  "looked", "again", "plan")
 
-    def __init__(self, need: Resources, rooms: list[tuple[PreemptRule, dict[str, Resources], list[Job]]],
+    def __init__(self, need: Resources,
+                 rooms: list[tuple[PreemptRule, dict[str, Resources], list[Job], dict[str, list[Job]]]],
                  state: FleetState, index: RunningIndex, log: CandidateLog, seen: int, one_cluster: bool) -> None:
         self.state = state
         self.index = index
         self.demand = dict(need)
         self.need = [(name, amount) for name, amount in need.items() if amount > 0]
-        self.rules = [_Seen(rule, freed, chosen, index.placed) for rule, freed, chosen in rooms]
-        self.plan = plan([rule for rule, _, _ in rooms])      # which logged candidates may concern it
+        self.rules = [_Seen(*room) for room in rooms]
+        self.plan = plan([room[0] for room in rooms])      # which logged candidates may concern it
         self.gone = index.removed        # departures from the index taken back up to here (RunningIndex.left)
         self.log = log
         self.seen = seen

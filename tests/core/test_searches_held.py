@@ -29,6 +29,7 @@ from engine.resources import CPU, MEMORY
 from tests.core._churn import churn_engine, finish_one_by_one
 from tests.core.test_pruned_exact import policy_variant
 from tests.core.test_searchwake import DEFAULT, _never_misses
+from tests.core._rooms import chosen, entry
 
 GI = 2**30
 
@@ -203,8 +204,8 @@ def test_a_candidate_leaving_wakes_a_room_that_counts_its_candidates() -> None:
     job.admitted_at, job.placement = 1.0, {"a": {"t": 1}}
     index.add(job, 0, fresh=False)
     rule = PreemptRule("priority", "priority-preemption", lambda queue: ANY)
-    chosen = [job, _job("j1", "q", 0, 1000, "a")]
-    room = Room({CPU: 8000}, [(rule, {"a": {CPU: 2000}}, chosen)], state, index, log, log.end, False)
+    picked = [job, _job("j1", "q", 0, 1000, "a")]
+    room = Room({CPU: 8000}, [entry(rule, {"a": {CPU: 2000}}, picked, index)], state, index, log, log.end, False)
     reads = Reads(state, lambda: (state.changes, log.end, index.version))     # a fresh value once one left
     quiet = QueueReads(state, reads, log, lambda: index.removed)
     quiet._searches["q"] = {("victims", room): {True: 1}}

@@ -18,6 +18,7 @@ from engine.core.searchwake import CandidateLog
 from engine.core.state import FleetState
 from engine.model import Cluster, Job, JobState, Queue, Task
 from engine.resources import CPU, MEMORY
+from tests.core._rooms import chosen, entry
 
 GI = 2**30
 NAMES = ("a", "b", "c")
@@ -37,10 +38,6 @@ def _job(i: int, cluster: str, cpu: int) -> Job:
     job.state = JobState.ADMITTED
     return job
 
-
-def _chosen(count: int) -> list[Job]:
-    """``count`` candidates a search chose (only their ids count in a room: none of them is indexed here)."""
-    return [Job(id=f"chosen-{i}", name=f"chosen-{i}", queue="chosen") for i in range(count)]
 
 
 def _indexed() -> tuple[RunningIndex, CandidateLog]:
@@ -65,7 +62,7 @@ def _rooms(state: FleetState) -> tuple[Room, Room]:
     rule = PreemptRule("priority", "priority-preemption", lambda queue: ANY)
     freed = {name: {CPU: 1000} for name in NAMES}
     need = {CPU: 6000, MEMORY: GI}
-    return tuple(Room(need, [(rule, freed, _chosen(2))], state, index, log, log.end, True)  # type: ignore
+    return tuple(Room(need, [entry(rule, freed, chosen(2))], state, index, log, log.end, True)  # type: ignore
                  for _ in range(2))
 
 
@@ -203,7 +200,7 @@ def test_excess_counts_for_a_room_only_while_a_fleet_wide_try_could_follow() -> 
     rule = PreemptRule("priority", "priority-preemption", lambda queue: ANY)
     freed = {name: {CPU: 1000} for name in NAMES}
     with patch.object(preempt_module, "FLEET_WIDE_MAX", 1):
-        room = Room({CPU: 6000, MEMORY: GI}, [(rule, freed, others)], state, index, log, log.end, True)
+        room = Room({CPU: 6000, MEMORY: GI}, [entry(rule, freed, others, index)], state, index, log, log.end, True)
         assert room.holds()
         state.nominate("ns/p", {"b": {CPU: 1000}}, [victim])        # a: 0 free + 5 excess + 1 covers 6
         assert room.holds()
@@ -220,7 +217,7 @@ def test_a_candidate_taken_in_is_looked_at_where_it_frees_without_any_cluster_to
         state.upsert_cluster(Cluster(name, allocatable={CPU: 8000, MEMORY: 64 * GI}, allocated={CPU: 8000}))
     index, log = _indexed()
     rule = PreemptRule("priority", "priority-preemption", lambda queue: ANY)
-    room = Room({CPU: 6000, MEMORY: GI}, [(rule, {"a": {CPU: 1000}}, _chosen(1))], state, index, log, log.end, True)
+    room = Room({CPU: 6000, MEMORY: GI}, [entry(rule, {"a": {CPU: 1000}}, chosen(1))], state, index, log, log.end, True)
     assert room.holds()
     touched = state.touched_end
     _candidate(state, index, _job(1, "a", 5000), 1.0)   # logged: a candidate now, freeing 5 cpu on a (1 + 5: 6)
@@ -260,14 +257,15 @@ def test_a_split_job_s_room_counts_only_the_candidates_its_search_chose() -> Non
     for name in NAMES:
         state.upsert_cluster(Cluster(name, allocatable={CPU: 8000, MEMORY: 64 * GI}, allocated={CPU: 8000}))
     index, log = _indexed()
-    chosen = [_job(i, "c", 1000) for i in (1, 2)]
-    for job in chosen:
+    picked = [_job(i, "c", 1000) for i in (1, 2)]
+    for job in picked:
         _candidate(state, index, job)
     rule = PreemptRule("priority", "priority-preemption", lambda queue: ANY)
     with patch.object(preempt_module, "FLEET_WIDE_MAX", 1):
-        room = Room({CPU: 6000, MEMORY: GI}, [(rule, {"c": {CPU: 2000}}, chosen)], state, index, log, log.end, False)
+        room = Room({CPU: 6000, MEMORY: GI}, [entry(rule, {"c": {CPU: 2000}}, picked, index)], state, index, log,
+                    log.end, False)
         assert room.holds()
         _candidate(state, index, _job(3, "c", 1000))
         assert room.holds() and room.rules[0].chosen == 3
-        index.discard(chosen[0].id)
+        index.discard(picked[0].id)
         assert not room.holds()

@@ -22,6 +22,7 @@ from engine.model import Cluster, Job, JobState, Queue, Task
 from engine.policy import load_policy
 from engine.resources import CPU, MEMORY
 from tests.core.test_pruned_exact import Pair, _cluster_copy, _copy, jobs, populate
+from tests.core._rooms import chosen, entry
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = ROOT / "policies" / "default.yaml"
@@ -135,10 +136,6 @@ def _job(i: int, priority: int, cpu: int = 2000) -> Job:
     return Job(f"ns/j{i}", f"j{i}", "ns", queue="q", priority=priority, submit_time=float(i),
                tasks=[Task("t", 1, 1, {CPU: cpu, MEMORY: GI})])
 
-
-def _chosen(count: int) -> list[Job]:
-    """``count`` candidates a search chose (only their ids count in a room: none of them is indexed here)."""
-    return [Job(id=f"chosen-{i}", name=f"chosen-{i}", queue="chosen") for i in range(count)]
 
 
 def test_a_new_candidate_wakes_a_parked_search() -> None:
@@ -306,7 +303,7 @@ def test_a_room_woken_by_what_it_cannot_absorb_stays_awake() -> None:
     state.upsert_cluster(Cluster("a", allocatable={CPU: 4000, MEMORY: 8 * GI}))
     log = CandidateLog(index.candidate)
     rule = PreemptRule("reclaim", "reclaim", lambda queue: ANY)
-    room = Room({CPU: 8000}, [(rule, {"a": {CPU: 1000}}, _chosen(1))], state, index, log, log.end, True)
+    room = Room({CPU: 8000}, [entry(rule, {"a": {CPU: 1000}}, chosen(1))], state, index, log, log.end, True)
     assert room.holds() and room.holds()
     log.add("q", -ANY)                       # a queue rose above its guarantee: unknown candidates
     assert not room.holds()
@@ -326,7 +323,8 @@ def test_a_queue_rising_above_its_guarantee_wakes_only_rules_that_read_usage() -
     reading = PreemptRule("reclaim", "reclaim", lambda queue: ANY)
     assert opens(reading, "q", -ANY, 0) and not opens(blind, "q", -ANY, 0) and opens(blind, "q", 0.0, 0)
     watches = {rule.plugin: Watch(log, [rule], log.end) for rule in (blind, reading)}
-    rooms = {rule.plugin: Room({CPU: 8000}, [(rule, {"a": {CPU: 1000}}, _chosen(1))], state, index, log, log.end, True)
+    rooms = {rule.plugin: Room({CPU: 8000}, [entry(rule, {"a": {CPU: 1000}}, chosen(1))], state, index, log, log.end,
+                               True)
              for rule in (blind, reading)}
     log.add("q", -ANY)
     assert watches["priority-preemption"].holds() and rooms["priority-preemption"].holds()
