@@ -96,6 +96,9 @@ class Found:
 
 
 Fit = Callable[[Job], Optional[Placement]]
+Unmet = tuple[PreemptRule, dict[str, Resources], list[Job], dict[str, list[Job]]]
+"""A rule searched without a dry run: the rule, what its chosen candidates free per cluster, the chosen candidates,
+and those on each cluster (``VictimSearch.rooms``, engine.core.searchroom)."""
 Protect = Callable[[Job, Job, PreemptRule], Optional[str]]
 
 
@@ -128,9 +131,7 @@ class VictimSearch:
         self.volatile = False
         self.tried = False             # a dry run ran (its outcome read the whole fleet state)
         self.not_coming = False        # asked first (expect_coming): the job does not fit in what is coming
-        # per rule searched without a dry run: (the rule, what its chosen candidates free per cluster, the chosen
-        # candidates, and those on each cluster) (engine.core.searchroom)
-        self.rooms: list[tuple[PreemptRule, dict[str, Resources], list[Job], dict[str, list[Job]]]] = []
+        self.rooms: list[Unmet] = []   # per rule searched without a dry run (engine.core.searchroom)
 
     def run(self, job: Job, rules: list[PreemptRule]) -> Optional[Found]:
         if self.expect_coming and rules:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from engine.core.preempt import PreemptRule, RunningIndex
+from engine.core.preempt import PreemptRule, RunningIndex, Unmet
 from engine.model import Job
 from engine.resources import Resources
 
@@ -15,7 +15,7 @@ def chosen(count: int) -> list[Job]:
 
 
 def entry(rule: PreemptRule, freed: dict[str, Resources], jobs: list[Job], index: Optional[RunningIndex] = None
-          ) -> tuple[PreemptRule, dict[str, Resources], list[Job], dict[str, list[Job]]]:
+          ) -> Unmet:
     """One rule's entry in ``VictimSearch.rooms``: the rule, what its chosen candidates free per cluster (given by
     the test), the candidates, and those on each cluster of ``freed``: the indexed ones where they run (asked of
     ``index``, as the search does), the others on every cluster of ``freed``."""

@@ -1,6 +1,6 @@
 """A room takes back what a counted candidate held once it leaves the index (engine.core.searchroom): that job's
 capacity shows as free (a finish) or is nobody's to take (evicted by another preemptor), and counting it as freed
-too made a room wake for nothing (churn-10k: 18,670 rooms woke, and 18,670 fresh searches ended on a room again).
+too made a room wake for nothing (churn-10k: 20,180 fresh searches ended on a room again; 6,910 since).
 Whatever candidates come and go, a room that holds must say what a fresh search in the state of the moment says:
 no dry run, no victim."""
 
@@ -103,7 +103,6 @@ def _random(data: Any) -> None:
                                            allocated={CPU: 8000 - sum(cpus)}))
     with patch.object(preempt_module, "FLEET_WIDE_MAX", 2):
         room = fleet.room()
-        checked = 0
         for i in range(data.draw(st.integers(1, 25))):
             op = data.draw(st.sampled_from(("finish", "finish", "evict", "start", "report", "nominate", "burst")))
             candidates = [job for job in fleet.running if fleet.index.candidate(job.id)]
@@ -134,7 +133,6 @@ def _random(data: Any) -> None:
             if room is not None and room.holds():
                 search = fleet.search()
                 assert search.dry_runs == 0, f"after {op}: the room holds, a fresh search tries a dry run"
-                checked += 1
             else:
                 room = fleet.room()
 
