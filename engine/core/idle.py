@@ -24,8 +24,10 @@ from __future__ import annotations
 from typing import Any, Callable, Hashable, Optional
 
 from engine.core.backlog import Group
+from engine.core import preempt
+from engine.core.preempt import PreemptRule
 from engine.core.searchroom import Room
-from engine.core.searchwake import CandidateLog, Plan
+from engine.core.searchwake import CandidateLog, Plan, opens
 from engine.core.state import FleetState
 from engine.core.wake import Reads
 
@@ -33,9 +35,10 @@ from engine.core.wake import Reads
 _GROWN_MAX = 256
 """Above this many clusters grown since a queue's victim searches last held, they are asked again."""
 
-_Searched = tuple[int, int, int, frozenset[str]]
-"""When a queue's victim searches last all held: log end, ``FleetState.grown_end``, candidates removed, and the
-clusters its rooms look at (``QueueReads.searches_hold``)."""
+_Searched = tuple[int, int, Optional[int], frozenset[str]]
+"""When a queue's victim searches last all held: log end, ``FleetState.grown_end``, candidates removed (None when
+no departure can change what one of its rooms answers, ``_departures_matter``), and the clusters its rooms look at
+(``QueueReads.searches_hold``)."""
 
 _Split = tuple[tuple[tuple[Hashable, Hashable], ...], frozenset, bool]
 """A queue's plain reads for ``QueueReads.quiet``: its own line's pairs, the others interned, own reads line-only."""
@@ -67,10 +70,10 @@ class QueueReads:
         # queue whose own reads read the line only -> the (queue edits, line stamp) at which they last held: the
         # same stamp, the same values (dropped with ``_split``)
         self._own_held: dict[str, tuple[int, int]] = {}
-        # queue -> when its victim searches last all held (``_Searched``); and its searches' plans merged, and
-        # whether a room counts its candidates (``searches_hold``; both dropped with ``_split``)
+        # queue -> when its victim searches last all held (``_Searched``); and its searches' plans merged, with
+        # their rules, one per scope (``searches_hold``; both dropped with ``_split``)
         self._searched: dict[str, _Searched] = {}
-        self._plans: dict[str, tuple[Optional[Plan], bool]] = {}
+        self._plans: dict[str, tuple[Optional[Plan], Optional[tuple[PreemptRule, ...]]]] = {}
 
     def add(self, group: Group) -> None:
         """Count a parked group whose jobs all show its parked refusal (else leave it to the walk)."""
@@ -194,10 +197,11 @@ class QueueReads:
         """Every counted group's victim search still holds (for a queue passed whole, now).
 
         Once they all held, they hold again without being asked while (``_still``) no candidate was logged since
-        that one of them may look at (``CandidateLog.maybe`` of their plans merged) and, for a queue with rooms
-        (engine.core.searchroom), no change may have raised free capacity or excess on a cluster where their
-        candidates free something (``FleetState.grown``: a booking that only takes does not) and, if a room
-        counts its candidates, none left the index. A watch would then meet no new position to look at, and a
+        that one of their rules opens now (``CandidateLog.maybe`` of their plans merged, then ``opens``; a position
+        whose job left since is gone) and, for a queue with rooms (engine.core.searchroom), no change may have
+        raised free capacity or excess on a cluster where their candidates free something (``FleetState.grown``: a
+        booking that only takes does not) and, if a departure can change what a room answers
+        (``_departures_matter``), none left the index. A watch would then meet no new position it opens, and a
         room would absorb none, count as many, and find each cluster it looks at as short as when it last
         looked (free and excess the same or lower, amount by amount). Skipped asks change nothing later answers
         depend on: a watch or room asked again later starts from where it last looked, and what lies between
@@ -212,7 +216,8 @@ class QueueReads:
             return False
         log = self.log
         if log is not None:
-            self._searched[queue] = (log.end, self.state.grown_end, self.removed(), _freeing(searches))
+            removed = self.removed() if _departures_matter(searches) else None
+            self._searched[queue] = (log.end, self.state.grown_end, removed, _freeing(searches))
         return True
 
     def _still(self, queue: str, at: _Searched) -> bool:
@@ -224,16 +229,33 @@ class QueueReads:
         plans = self._plans.get(queue)
         if plans is None:
             plans = self._plans[queue] = _merged(self._searches[queue])
-        planned, counts = plans
+        planned, rules = plans
         if clusters:
             since = self.state.grown_since(grown, _GROWN_MAX)
             if since is None or not clusters.isdisjoint(since):
                 return False
-        if counts and self.removed() != removed:
+        if removed is not None and self.removed() != removed:
             return False
         if log.end == end:
             return True
-        return end >= log.base and not log.concerns(planned, end)
+        if end < log.base:
+            return False
+        if rules is None:
+            if log.concerns(planned, end):
+                return False
+        else:
+            # the positions the plans may open, asked of the rules as a watch or room would
+            entries, base = log.entries, log.base
+            for position in log.maybe(planned, end):
+                queue_of, rank, preemptions, _ = entries[position - base]
+                for rule in rules:
+                    if opens(rule, queue_of, rank, preemptions):
+                        return False
+        # None of the positions since concerns them, and none will (a position gone stays gone; a queue a rule
+        # opens only later rises above its guarantee first, which is logged; an edited queue unparks its groups):
+        # the log is taken as read up to here, so the next ask looks only at what is logged after
+        self._searched[queue] = (log.end, grown, removed, clusters)
+        return True
 
     def holds(self, group: Group) -> bool:
         """A counted group's victim searches still hold (its plain reads do: its queue is quiet)."""
@@ -271,21 +293,40 @@ def _own(read: Any, queue: str) -> bool:
     return len(read) > 1 and read[1] == queue
 
 
-def _merged(searches: dict[Any, Any]) -> tuple[Optional[Plan], bool]:
+def _merged(searches: dict[Any, Any]) -> tuple[Optional[Plan], Optional[tuple[PreemptRule, ...]]]:
     """The plans of a queue's victim-search reads merged (None when one has none: it may look at every
-    candidate), and whether one is a room that counts its candidates (one not kept to one cluster)."""
+    candidate), and their rules, one per scope (rules of one plugin with equal scopes open the same queues to the
+    same ranks in every state, ``PreemptRule.scope``; None when a watch does not know its rules)."""
     merged: dict[Hashable, Any] = {}
-    counts = False
-    planned: Optional[Plan] = ()
+    rules: Optional[dict[Hashable, PreemptRule]] = {}
+    planned = True
     for read in searches:
         search = read[1]
-        counts = counts or (isinstance(search, Room) and not search.one_cluster)
         if search.plan is None:
-            planned = None
-        elif planned is not None:
+            planned = False
+        elif planned:
             for entry in search.plan:
                 merged.setdefault((entry[0], entry[2]), entry)
-    return (None if planned is None else tuple(merged.values())), counts
+        known = [seen.rule for seen in search.rules] if isinstance(search, Room) else search.rules
+        if known is None:
+            rules = None
+        elif rules is not None:
+            for rule in known:
+                key = (rule.plugin, rule.scope, rule.max_preemptions, rule.reads_usage) \
+                    if rule.scope is not None else id(rule)
+                rules.setdefault(key, rule)
+    return (tuple(merged.values()) if planned else None), (tuple(rules.values()) if rules is not None else None)
+
+
+def _departures_matter(searches: dict[Any, Any]) -> bool:
+    """Whether a candidate leaving the index can make one of these rooms wake (engine.core.searchroom): one that
+    counts its candidates (not kept to one cluster: how many it chose decides), or one whose rule chose more than
+    ``FLEET_WIDE_MAX`` (fewer left, the excess counts from then on). Otherwise a departure only takes from what a
+    room's candidates free: it can but find each cluster shorter. (A count only falls: a rule at or below the
+    bound stays there.)"""
+    return any(isinstance(read[1], Room) and
+               (not read[1].one_cluster or any(seen.met > preempt.FLEET_WIDE_MAX for seen in read[1].rules))
+               for read in searches)
 
 
 def _freeing(searches: dict[Any, Any]) -> frozenset[str]:

@@ -122,6 +122,8 @@ class RunningIndex:
                 if not entries:
                     self._busy.discard(queue)
                 self.removed += 1
+                if self.log is not None:
+                    self.log.left(job_id)       # its log position concerns no search any more
                 left = self.left
                 if len(left) >= _LEFT_KEPT:      # rooms that did not look since wake
                     self.left_base += len(left)

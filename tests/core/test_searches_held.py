@@ -214,3 +214,35 @@ def test_a_candidate_leaving_wakes_a_room_that_counts_its_candidates() -> None:
         index.discard(job.id)                                           # two candidates counted, one left
         assert not _afresh(room)
         assert not quiet.searches_hold("q")
+
+
+def test_a_candidate_leaving_wakes_a_one_cluster_room_whose_rule_chose_more_than_the_fleet_wide_bound() -> None:
+    """A room kept to one cluster (``Pipeline.fitting_clusters_only``) leaves the excess out while its rule chose
+    more than ``FLEET_WIDE_MAX`` (a fresh search would skip the fleet-wide try). A chosen candidate leaving the
+    index (here taken by another preemptor: no capacity changes, nothing is logged) brings it to the bound, and the
+    excess that an eviction under way leaves on the cluster then covers the need: the queue's searches must be
+    asked again, though no room there counts its candidates."""
+    state, index = FleetState(), RunningIndex()
+    state.upsert_cluster(Cluster("a", allocatable={CPU: 4000, MEMORY: 64 * GI}))
+    log = CandidateLog(index.candidate, lambda: index.version)
+    index.log = log
+    picked = []
+    for name in ("j0", "j1"):
+        job = _job(name, "q", 0, 1000, "a")
+        job.admitted_at, job.placement = 1.0, {"a": {"t": 1}}
+        index.add(job, 0, fresh=False)
+        picked.append(job)
+    victim = _job("v", "o", 0, 2000, "a")
+    victim.placement = {"a": {"t": 1}}
+    state.nominate("ns/p", {"a": {}}, [victim])      # its preemptor claims nothing there: all it frees is excess
+    assert state.excess("a") == {CPU: 2000, MEMORY: GI}
+    rule = PreemptRule("priority", "priority-preemption", lambda queue: ANY)
+    room = Room({CPU: 7000}, [entry(rule, {"a": {CPU: 2000}}, picked, index)], state, index, log, log.end, True)
+    reads = Reads(state, lambda: (state.changes, log.end, index.version))
+    quiet = QueueReads(state, reads, log, lambda: index.removed)
+    quiet._searches["q"] = {("victims", room): {True: 1}}
+    with patch.object(preempt_module, "FLEET_WIDE_MAX", 1):
+        assert quiet.searches_hold("q") and quiet.searches_hold("q")     # free 4 + freed 2 of 7 cpu: asked, then held
+        index.discard(picked[0].id)             # one chosen left, the bound: free 4 + freed 1 + excess 2 cover 7
+        assert not _afresh(room)
+        assert not quiet.searches_hold("q")

@@ -355,6 +355,30 @@ def test_a_logged_candidate_that_left_wakes_no_watch_that_looks_after() -> None:
     assert not late.holds()
 
 
+def test_a_position_whose_job_left_is_given_to_no_search() -> None:
+    """A candidate leaving the index marks the position it was logged at gone (``CandidateLog.left``, from
+    ``RunningIndex.discard``): ``maybe`` leaves it out and ``concerns`` does not count it, for a planned search and
+    for one that looks at every position; the job indexed again is a new position, given as any other. (In the
+    churn bench half the positions handed to rooms were victims already taken by an earlier preemptor.)"""
+    index = RunningIndex()
+    log = CandidateLog(index.candidate, lambda: index.version)
+    index.log = log
+    rule = PreemptRule("priority", "priority-preemption", lambda queue: ANY, shared_scope=0)
+    planned = plan([rule])
+    stay, leave = _job(0, 0), _job(1, 0)
+    for job in (stay, leave):
+        job.admitted_at = 1.0
+    index.add(leave, 0, fresh=False)
+    first = log.end - 1
+    assert list(log.maybe(planned, first)) == [first] and log.concerns(planned, first) and log.concerns(None, first)
+    index.discard(leave.id)                   # evicted by an earlier preemptor, say
+    assert list(log.maybe(planned, first)) == [] and list(log.maybe(None, first)) == []
+    assert not log.concerns(planned, first) and not log.concerns(None, first)
+    index.add(stay, 0, fresh=False)
+    index.add(leave, 0, fresh=False)          # a candidate again: a new entry
+    assert list(log.maybe(planned, first)) == [first + 1, first + 2] == list(log.maybe(None, first))
+
+
 @settings(max_examples=200, deadline=None)
 @given(data=st.data())
 def test_concerns_says_whether_maybe_gives_a_position(data: Any) -> None:
@@ -374,8 +398,13 @@ def test_concerns_says_whether_maybe_gives_a_position(data: Any) -> None:
         for _ in range(data.draw(st.integers(0, 3))):
             entry = (data.draw(st.sampled_from(queues)), data.draw(st.sampled_from([-ANY, 0.0, 1.0, 2.0])),
                      data.draw(st.integers(0, 2)))
-            asked.add(*entry, job_id="j")
-            reference.add(*entry, job_id="j")
+            job_id = f"j{asked.end}"
+            asked.add(*entry, job_id=job_id)
+            reference.add(*entry, job_id=job_id)
+        for _ in range(data.draw(st.integers(0, 2))):      # candidates leaving: their positions are gone
+            job_id = f"j{data.draw(st.integers(0, asked.end))}"
+            asked.left(job_id)
+            reference.left(job_id)
         rules = [rule(data.draw(st.sampled_from(["p", "r"])), data.draw(st.sampled_from(sorted(bounds))),
                       data.draw(st.sampled_from(queues)), data.draw(st.sampled_from([None, 1])))
                  for _ in range(data.draw(st.integers(1, 3)))]
