@@ -134,17 +134,17 @@ class CandidateLog:
             if hits and hits[-1] >= since:
                 if found is None:
                     found = set()
-                found.update(position for position in hits[bisect_left(hits, since):] if position not in gone)
+                found.update(hits[bisect_left(hits, since):])
             for queue in own:
                 positions = by_queue.get(queue)
                 if positions and positions[-1] >= since:
                     if found is None:
                         found = set()
-                    found.update(position for position in positions[bisect_left(positions, since):]
-                                 if position not in gone)
-        if not found:
+                    found.update(positions[bisect_left(positions, since):])
+        if found is None:
             return ()
-        return sorted(found) if len(found) > 1 else found
+        live = [position for position in found if position not in gone]
+        return sorted(live) if len(live) > 1 else live
 
     def concerns(self, planned: Optional["Plan"], since: int) -> bool:
         """Whether ``maybe(planned, since)`` gives any position, without building them (a quiet queue's victim
