@@ -128,6 +128,7 @@ class Backlog:
         self._group_of: dict[str, Group] = {}
         self.changed: Callable[[Group], None] = lambda group: None  # a group's jobs changed (engine.core.idle)
         self._most: dict[str, Resources] = {}       # queue -> most_demand, while known (see there)
+        self.shape_edits = 0            # grows whenever a queue gains or loses a job shape (QueueTurns._served_through)
 
     def add(self, job: Job, key: Optional[Hashable]) -> None:
         shared = key is not None
@@ -137,7 +138,11 @@ class Backlog:
         if group is None:
             group = groups[gkey] = Group(job.queue, gkey, shared, job.shape)
             group.reason = job.pending_reason
-            self.shapes.setdefault(job.queue, {}).setdefault(job.shape, {})[group] = None
+            by_shape = self.shapes.setdefault(job.queue, {})
+            if job.shape not in by_shape:
+                by_shape[job.shape] = {}
+                self.shape_edits += 1
+            by_shape[job.shape][group] = None
             most = self._most.get(job.queue)
             if most is not None:
                 at_least(most, job.demand)
@@ -170,6 +175,7 @@ class Backlog:
                 del by_shape[group.shape][group]
                 if not by_shape[group.shape]:
                     del by_shape[group.shape]
+                    self.shape_edits += 1
                     self._most.pop(group.queue, None)      # its shape may have been the most: found again
                 if not groups:
                     del self.queues[group.queue]

@@ -21,6 +21,7 @@ How the loops use it: engine.core.turns.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Callable, Hashable, Optional
 
 from engine.core.backlog import Group
@@ -39,6 +40,10 @@ _Searched = tuple[int, int, Optional[int], frozenset[str]]
 """When a queue's victim searches last all held: log end, ``FleetState.grown_end``, candidates removed (None when
 no departure can change what one of its rooms answers, ``_departures_matter``), and the clusters its rooms look at
 (``QueueReads.searches_hold``)."""
+
+_Plans = tuple[Optional[Plan], Optional[tuple[PreemptRule, ...]], Optional[int], Optional[frozenset[str]]]
+"""A queue's victim searches' plans merged, their rules, and the plan's scope keys' number and own queues
+(``QueueReads._merged``)."""
 
 _Split = tuple[tuple[tuple[Hashable, Hashable], ...], frozenset, bool]
 """A queue's plain reads for ``QueueReads.quiet``: its own line's pairs, the others interned, own reads line-only."""
@@ -73,7 +78,11 @@ class QueueReads:
         # queue -> when its victim searches last all held (``_Searched``); and its searches' plans merged, with
         # their rules, one per scope (``searches_hold``; both dropped with ``_split``)
         self._searched: dict[str, _Searched] = {}
-        self._plans: dict[str, tuple[Optional[Plan], Optional[tuple[PreemptRule, ...]]]] = {}
+        self._plans: dict[str, _Plans] = {}
+        # each merged plan's scope keys, numbered (``CandidateLog.untouched``: equal keys, one number; a number
+        # is never given to other keys, even once the table was dropped)
+        self._scopes: dict[tuple, int] = {}
+        self._numbers = itertools.count()
 
     def add(self, group: Group) -> None:
         """Count a parked group whose jobs all show its parked refusal (else leave it to the walk)."""
@@ -143,10 +152,11 @@ class QueueReads:
         self._searched.pop(queue, None)
         self._plans.pop(queue, None)
 
-    def quiet(self, queue: str, groups: int) -> bool:
+    def quiet(self, queue: str, groups: int, version: Hashable = None) -> bool:
         """Whether all ``groups`` groups of ``queue`` are counted and their plain reads hold now. Their victim
         searches (stateful: a search looked at earlier can wake for a candidate that a later look would find
-        gone) are asked when each group is passed, as the walk would: ``searches_hold``, ``holds``."""
+        gone) are asked when each group is passed, as the walk would: ``searches_hold``, ``holds``. ``version``:
+        the state's, if at hand (``Reads.seen`` once current)."""
         if not groups or self.count.get(queue, 0) != groups:
             return False
         if queue in self._split:
@@ -166,8 +176,9 @@ class QueueReads:
                     return False
                 if stamp is not None:
                     self._own_held[queue] = stamp
-        self.reads.current()                # the version of this state (own reads may not have asked)
-        version = self.reads.seen
+        if version is None or version != self.reads.seen:
+            self.reads.current()            # the version of this state (own reads may not have asked)
+            version = self.reads.seen
         if version != self._held_in:
             self._held_in = version
             self._held.clear()
@@ -228,8 +239,8 @@ class QueueReads:
         assert log is not None
         plans = self._plans.get(queue)
         if plans is None:
-            plans = self._plans[queue] = _merged(self._searches[queue])
-        planned, rules = plans
+            plans = self._plans[queue] = self._merged(queue)
+        planned, rules, scopes, owns = plans
         if clusters:
             since = self.state.grown_since(grown, _GROWN_MAX)
             if since is None or not clusters.isdisjoint(since):
@@ -243,7 +254,7 @@ class QueueReads:
         if rules is None:
             if log.concerns(planned, end):
                 return False
-        else:
+        elif planned is None or not log.untouched(planned, end, scopes, owns):
             # the positions the plans may open, asked of the rules as a watch or room would
             entries, base = log.entries, log.base
             for position in log.maybe(planned, end):
@@ -256,6 +267,20 @@ class QueueReads:
         # the log is taken as read up to here, so the next ask looks only at what is logged after
         self._searched[queue] = (log.end, grown, removed, clusters)
         return True
+
+    def _merged(self, queue: str) -> "_Plans":
+        """The queue's victim searches' plans merged and their rules (``_merged``), with the number of the plan's
+        scope keys and the union of its rules' own queues (``CandidateLog.untouched``)."""
+        planned, rules = _merged(self._searches[queue])
+        if planned is None:
+            return planned, rules, None, None
+        scopes = tuple(entry[0] for entry in planned)
+        number = self._scopes.get(scopes)
+        if number is None:
+            if len(self._scopes) > 4096:
+                self._scopes.clear()
+            number = self._scopes[scopes] = next(self._numbers)
+        return planned, rules, number, frozenset().union(*(entry[2] for entry in planned))
 
     def holds(self, group: Group) -> bool:
         """A counted group's victim searches still hold (its plain reads do: its queue is quiet)."""

@@ -68,6 +68,10 @@ class CandidateLog:
         # that may open its rules (see ``maybe``); and per queue, the positions logged for it
         self._hits: dict[Hashable, list] = {}
         self._by_queue: dict[str, list[int]] = {}
+        # per shared scope, the last position that may open it, in the log as it ends at ``_last_at`` (``untouched``)
+        self._last: dict[Hashable, int] = {}
+        self._last_of: dict[int, int] = {}      # by a plan's scope keys' number (``untouched``)
+        self._last_at = -1
 
     def still(self, position: int, job_id: str) -> bool:
         """The job logged at ``position`` is still a candidate (asked once per version of the candidates)."""
@@ -92,6 +96,9 @@ class CandidateLog:
             self._hits.clear()
             self._by_queue.clear()
             self._at.clear()
+            self._last.clear()
+            self._last_of.clear()
+            self._last_at = -1
         positions = self._by_queue.get(queue)
         if positions is None:
             positions = self._by_queue[queue] = []
@@ -145,6 +152,51 @@ class CandidateLog:
             return ()
         live = [position for position in found if position not in gone]
         return sorted(live) if len(live) > 1 else live
+
+    def untouched(self, planned: "Plan", since: int, scopes: Optional[int] = None,
+                  owns: Optional[frozenset[str]] = None) -> bool:
+        """No position from ``since`` on may open one of the planned rules: ``maybe(planned, since)`` finds none,
+        gone or not. Asked of ~1,000 quiet queues per churn cycle whose marks the log passed by a position or two
+        (engine.core.idle), so while the log ends where it did, the last position found for each shared scope is
+        kept, and with ``scopes`` (a number for the plan's scope keys, the same for equal keys and never for
+        others: ``idle.QueueReads``) and ``owns`` (its rules' own queues) the last of those scopes too: a queue
+        then pays one lookup, a comparison and a look at its own queues' last positions."""
+        end = self.end
+        if since >= end:
+            return True
+        if self._last_at != end:
+            self._last.clear()
+            self._last_of.clear()
+            self._last_at = end
+        by_queue = self._by_queue
+        if scopes is not None and owns is not None:
+            at = self._last_of.get(scopes)
+            if at is None:
+                at = self._last_of[scopes] = max((self._last_hit(key, rule, own, end) for key, rule, own in planned),
+                                                    default=-1)
+            if at >= since:
+                return False
+            for queue in owns:
+                positions = by_queue.get(queue)
+                if positions and positions[-1] >= since:
+                    return False
+            return True
+        for key, rule, own in planned:
+            if self._last_hit(key, rule, own, end) >= since:
+                return False
+            for queue in own:
+                positions = by_queue.get(queue)
+                if positions and positions[-1] >= since:
+                    return False
+        return True
+
+    def _last_hit(self, key: Hashable, rule: PreemptRule, own: frozenset[str], end: int) -> int:
+        """The last position that may open the shared scope ``key`` (-1: none), the log read up to ``end``."""
+        at = self._last.get(key)
+        if at is None:
+            hits = self._scanned(key, rule, own, end)
+            at = self._last[key] = hits[-1] if hits else -1
+        return at
 
     def concerns(self, planned: Optional["Plan"], since: int) -> bool:
         """Whether ``maybe(planned, since)`` gives any position, without building them (a quiet queue's victim

@@ -198,7 +198,7 @@ class QueueTurns(Settling):
         memo[0] = version
         for _, name in heap:
             source = sources[name]
-            if not (source.fresh and (source.quiet == version or self._quiet_now(name, source))
+            if not (source.fresh and (source.quiet == version or self._quiet_now(name, source, version))
                     and self._quiet.searches_hold(name)):
                 memo[1] = name
                 return False
@@ -208,22 +208,24 @@ class QueueTurns(Settling):
         """What parked reads are cached on: the state's changes and the victim candidates logged."""
         return self.state.changes, self._preempt.log_end()
 
-    def _quiet_now(self, name: str, source: Source) -> bool:
+    def _quiet_now(self, name: str, source: Source, version: Optional[tuple[int, int]] = None) -> bool:
         """Whether every group of the queue is parked and holds now (engine.core.idle), asked at most once per
         state for a source of the queue's whole backlog. A quiet queue's parked groups hand on their refusal
         without a look at their reads while the state stays the same (``WalkSource.skip``); a fresh one,
-        passed whole, changes nothing: each job would get the refusal it already shows."""
+        passed whole, changes nothing: each job would get the refusal it already shows. ``version``: the
+        state's (``_version``), if at hand."""
         if not source.whole:
             return False
         if source.quiet is None and not self._quiet.count.get(name):
             return False                  # no group of the queue counted: quiet() says no, in any state
-        version = self._version()
+        if version is None:
+            version = self._version()
         if source.quiet == version:
             return True
         if source.looked == version:
             return False
         source.looked = version
-        if self._quiet.quiet(name, len(self._backlog.queues.get(name, ()))):
+        if self._quiet.quiet(name, len(self._backlog.queues.get(name, ())), version):
             source.quiet = version
             return True
         return False
@@ -236,15 +238,26 @@ class QueueTurns(Settling):
         if len(heap) == 1:
             return True
         bound = heap[1][0] if len(heap) == 2 else min(heap[1][0], heap[2][0])
-        jobs = self.state.jobs
         cache = self._key_cache(name)
         keys, valid = cache
+        edits = self._backlog.shape_edits
+        most = keys.get(_MOST)
+        if most is not None and most[0] == valid and most[1][0] == edits:
+            # the same keys by the same shapes: their most, kept with them (cleared with them) since last asked
+            self._key_kept = True           # as the keys asked one by one would all have been
+            return bool(most[1][1] < bound)
+        jobs = self.state.jobs
+        highest: Optional[tuple] = None
         for shape, groups in self._backlog.shapes.get(name, {}).items():
             cached = keys.get(shape)
             key = cached[1] if cached is not None and cached[0] == valid else \
                 self._queue_key(name, jobs[_head(next(iter(groups)))[2]], cache)
             if key >= bound:
                 return False
+            if highest is None or key > highest:
+                highest = key
+        if highest is not None:
+            keys[_MOST] = (valid, (edits, highest))
         return True
 
     def _pass_quiet(self, name: str, source: WalkSource, heap: list[tuple[tuple, str]]) -> None:
@@ -340,6 +353,9 @@ class QueueTurns(Settling):
 _AHEAD = 8
 """How many jobs a queue's first bound looks ahead (``_bound_turn``; doubled while bounds hold)."""
 _EVERY = 1 << 62
+_MOST = ("most",)
+"""Where a queue's key cache keeps the highest of its keys by its job shapes (``_served_through``): no shape key
+(a job's ``shape_key``) is this tuple."""
 
 
 def _head(group: Group) -> Entry:

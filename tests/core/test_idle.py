@@ -152,3 +152,46 @@ def test_a_queues_reads_are_compared_again_after_its_groups_change() -> None:
     state.upsert_queue(Queue("q", capability={CPU: 1000}))   # its own line: the usage of what it limits
     version[0] += 1
     assert not quiet.quiet("q", 1)
+
+
+def test_served_through_keeps_its_answer_only_while_the_queue_keys_and_its_shapes_stay(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``QueueTurns._served_through`` keeps, with a queue's cached keys, the highest of its keys by its job shapes.
+    Every answer, kept or not, must be the one found by keying the queue by each shape it has now: while the fleet
+    churns and jobs of shapes new to their queues (bigger gangs: higher progressive keys) join between cycles, the
+    kept answer is asked often, and shapes joining turn some answers from yes to no. The decisions stay exact."""
+    from engine.core.turns import QueueTurns
+
+    pair = _many_queues(DEFAULT, queues=12)
+    original = QueueTurns._served_through
+    seen = {"asked": 0, "kept": 0, "no": 0}
+
+    def checked(self: Any, name: str, heap: Any) -> bool:
+        if self is not pair.pruned or len(heap) == 1:
+            return bool(original(self, name, heap))
+        bound = heap[1][0] if len(heap) == 2 else min(heap[1][0], heap[2][0])
+        keys, valid = self._key_cache(name)
+        most = keys.get(("most",))
+        kept_before = most is not None and most[0] == valid and most[1][0] == self._backlog.shape_edits
+        kept = self._key_kept
+        jobs = self.state.jobs
+        heads = [next(iter(groups)).head for groups in self._backlog.shapes.get(name, {}).values()]
+        expected = all(head is not None and self._queue_key(name, jobs[head[2]]) < bound for head in heads)
+        self._key_kept = kept
+        answer = bool(original(self, name, heap))
+        assert answer == expected, name
+        seen["asked"] += 1
+        seen["kept"] += kept_before
+        seen["no"] += not answer
+        return answer
+
+    monkeypatch.setattr(QueueTurns, "_served_through", checked)
+    pair.cycle()
+    extra = 1000
+    for step, _ in enumerate(churn_steps(pair, 60, lambda running: running[len(running) // 3])):
+        if step % 5 == 0:                     # a bigger gang than its queue has had (shapes are new per queue)
+            queue = f"q{step // 5 % 12}"
+            j = _job(extra, 6 + step // 20, 1500, queue=queue)
+            extra += 1
+            pair.both("submit", lambda j=j: (_copy(j),))
+    assert seen["asked"] > 100 and seen["kept"] > 50 and seen["no"] > 5     # not vacuous

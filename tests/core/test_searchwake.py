@@ -383,7 +383,8 @@ def test_a_position_whose_job_left_is_given_to_no_search() -> None:
 @given(data=st.data())
 def test_concerns_says_whether_maybe_gives_a_position(data: Any) -> None:
     """``CandidateLog.concerns`` (asked of a quiet queue's victim searches at every cycle, engine.core.idle) answers
-    exactly whether ``maybe`` would give a position now, whatever was asked before; and what the positions open
+    exactly whether ``maybe`` would give a position now, whatever was asked before, and ``untouched`` whether it
+    would give one gone or not (with and without the plan's scope keys numbered); and what the positions open
     (``opens``, which every caller asks) is the same as in a log only ever asked ``maybe``. Rules of one shared
     scope open every queue but their own alike (``PreemptRule.shared_scope``), as here."""
     queues = ["a", "b", "c"]
@@ -394,6 +395,8 @@ def test_concerns_says_whether_maybe_gives_a_position(data: Any) -> None:
                            max_preemptions=most, shared_scope=shared, own_queues=frozenset((own,)))
 
     asked, reference = CandidateLog(lambda _: True), CandidateLog(lambda _: True)
+    everything = CandidateLog(lambda _: True)       # the same entries, none leaving: positions gone or not
+    numbers: dict[tuple, int] = {}                  # plans' scope keys numbered, as idle.QueueReads does
     for _ in range(data.draw(st.integers(1, 12))):
         for _ in range(data.draw(st.integers(0, 3))):
             entry = (data.draw(st.sampled_from(queues)), data.draw(st.sampled_from([-ANY, 0.0, 1.0, 2.0])),
@@ -401,6 +404,7 @@ def test_concerns_says_whether_maybe_gives_a_position(data: Any) -> None:
             job_id = f"j{asked.end}"
             asked.add(*entry, job_id=job_id)
             reference.add(*entry, job_id=job_id)
+            everything.add(*entry, job_id=job_id)
         for _ in range(data.draw(st.integers(0, 2))):      # candidates leaving: their positions are gone
             job_id = f"j{data.draw(st.integers(0, asked.end))}"
             asked.left(job_id)
@@ -413,6 +417,14 @@ def test_concerns_says_whether_maybe_gives_a_position(data: Any) -> None:
         concerned = asked.concerns(planned, since)
         given_now = list(asked.maybe(planned, since))
         assert concerned == bool(given_now)
+        given_ever = list(everything.maybe(planned, since))
+        if planned is not None:
+            # untouched: maybe would give no position, gone or not (asked again: kept answers, then by scopes)
+            untouched = asked.untouched(planned, since)
+            assert untouched == (not given_ever) and (not untouched or not given_now)
+            scopes = numbers.setdefault(tuple(entry[0] for entry in planned), len(numbers))
+            owns = frozenset().union(*(entry[2] for entry in planned))
+            assert asked.untouched(planned, since, scopes, owns) == untouched == asked.untouched(planned, since)
 
         def opened(positions: Any, log: CandidateLog) -> list[int]:
             return [p for p in positions if any(opens(r, *log.entries[p - log.base][:3]) for r in rules)]
