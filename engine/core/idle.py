@@ -43,7 +43,7 @@ no departure can change what one of its rooms answers, ``_departures_matter``), 
 
 _Plans = tuple[Optional[Plan], Optional[tuple[PreemptRule, ...]], Optional[int], Optional[frozenset[str]]]
 """A queue's victim searches' plans merged, their rules, and the plan's scope keys' number and own queues
-(``QueueReads._merged``)."""
+(``QueueReads._plans_of``)."""
 
 _Split = tuple[tuple[tuple[Hashable, Hashable], ...], frozenset, bool]
 """A queue's plain reads for ``QueueReads.quiet``: its own line's pairs, the others interned, own reads line-only."""
@@ -239,7 +239,7 @@ class QueueReads:
         assert log is not None
         plans = self._plans.get(queue)
         if plans is None:
-            plans = self._plans[queue] = self._merged(queue)
+            plans = self._plans[queue] = self._plans_of(queue)
         planned, rules, scopes, owns = plans
         if clusters:
             since = self.state.grown_since(grown, _GROWN_MAX)
@@ -268,7 +268,7 @@ class QueueReads:
         self._searched[queue] = (log.end, grown, removed, clusters)
         return True
 
-    def _merged(self, queue: str) -> "_Plans":
+    def _plans_of(self, queue: str) -> "_Plans":
         """The queue's victim searches' plans merged and their rules (``_merged``), with the number of the plan's
         scope keys and the union of its rules' own queues (``CandidateLog.untouched``)."""
         planned, rules = _merged(self._searches[queue])

@@ -168,27 +168,23 @@ class CandidateLog:
             self._last.clear()
             self._last_of.clear()
             self._last_at = end
-        by_queue = self._by_queue
         if scopes is not None and owns is not None:
             at = self._last_of.get(scopes)
             if at is None:
                 at = self._last_of[scopes] = max((self._last_hit(key, rule, own, end) for key, rule, own in planned),
                                                     default=-1)
-            if at >= since:
-                return False
-            for queue in owns:
-                positions = by_queue.get(queue)
-                if positions and positions[-1] >= since:
-                    return False
-            return True
-        for key, rule, own in planned:
-            if self._last_hit(key, rule, own, end) >= since:
-                return False
-            for queue in own:
-                positions = by_queue.get(queue)
-                if positions and positions[-1] >= since:
-                    return False
-        return True
+            return at < since and not self._logged_since(owns, since)
+        return all(self._last_hit(key, rule, own, end) < since and not self._logged_since(own, since)
+                   for key, rule, own in planned)
+
+    def _logged_since(self, queues: frozenset[str], since: int) -> bool:
+        """A position was logged for one of ``queues`` from ``since`` on."""
+        by_queue = self._by_queue
+        for queue in queues:
+            positions = by_queue.get(queue)
+            if positions and positions[-1] >= since:
+                return True
+        return False
 
     def _last_hit(self, key: Hashable, rule: PreemptRule, own: frozenset[str], end: int) -> int:
         """The last position that may open the shared scope ``key`` (-1: none), the log read up to ``end``."""
