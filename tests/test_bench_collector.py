@@ -12,7 +12,7 @@ from engine.bench import CollectorClock
 from engine.cli import main
 
 
-def _cycles(n: int) -> None:
+def _cyclic_garbage(n: int) -> None:
     for _ in range(n):
         a: list = []
         a.append(a)                 # garbage only the collector frees
@@ -22,11 +22,11 @@ def test_the_clock_adds_up_collections_only_while_timing() -> None:
     clock = CollectorClock()
     gc.callbacks.append(clock)
     try:
-        _cycles(1000)
+        _cyclic_garbage(1000)
         gc.collect()
         assert clock.ms == 0.0
         clock.timing = True
-        _cycles(1000)
+        _cyclic_garbage(1000)
         gc.collect()
         timed = clock.ms
         assert timed > 0.0
